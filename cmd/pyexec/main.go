@@ -1,0 +1,13 @@
+// Command pyexec runs Python for AI agents (MCP over stdio or HTTP) and for
+// people at a terminal. main only wires: everything lives in internal/.
+package main
+
+import (
+	"os"
+
+	"github.com/pyexec/pyexec/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:]))
+}

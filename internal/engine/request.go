@@ -1,0 +1,70 @@
+// Package engine is the only code in pyexec that starts Python. Every front end
+// (MCP, REST, CLI) builds a Request, hands it to an Engine (usually through an
+// executor) and renders the Result it gets back.
+package engine
+
+// Request describes one Python run. The same struct is the wire format of the
+// MCP tools and the REST API, so its field names follow the seeds' names and
+// every field carries a description for the generated JSON schema.
+type Request struct {
+	Code       string   `json:"code,omitempty" jsonschema:"Inline Python source to run (at most 1 MiB). Exactly one of code or script_path must be given."`
+	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace (relative to the workspace or absolute). Exactly one of code or script_path must be given."`
+	Args       []string `json:"args,omitempty" jsonschema:"Command-line arguments passed to the script as sys.argv[1:]."`
+	Stdin      string   `json:"stdin,omitempty" jsonschema:"Text fed to the script's standard input. Without it stdin is empty (/dev/null)."`
+	Cwd        string   `json:"cwd,omitempty" jsonschema:"Working directory of the run, inside the workspace (relative to it or absolute). Default: the workspace root. A .venv/bin/python found here is used when no interpreter is requested."`
+
+	Python        string `json:"python,omitempty" jsonschema:"Path of the Python interpreter to use. Overrides python_version and .venv detection."`
+	PythonVersion string `json:"python_version,omitempty" jsonschema:"Python version to use, like 3.12 or 3.11.7, chosen among the interpreters installed on the server (never downloaded)."`
+
+	EnvVars map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables for the run. They override env_file and the base environment."`
+	EnvFile string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace (python-dotenv format: comments, quotes, multi-line values, ${VAR} expansion) loaded before env_vars."`
+
+	Timeout float64 `json:"timeout,omitempty" jsonschema:"Timeout in seconds (default 30). Capped by the server's maximum (default 600). On timeout the whole process tree is killed and partial output is kept."`
+}
+
+// Result is what a finished (or killed) run produced. Output fields are capped
+// inline; the byte counts always tell the full size.
+type Result struct {
+	Stdout   string `json:"stdout" jsonschema:"Standard output (UTF-8; invalid bytes replaced). Head and tail are kept when it exceeds the inline cap."`
+	Stderr   string `json:"stderr" jsonschema:"Standard error (UTF-8; invalid bytes replaced). Ends with a [TIMEOUT] line when the run timed out."`
+	ExitCode int    `json:"exit_code" jsonschema:"Exit status of the script; negative signal number when it was killed by a signal (as Python's subprocess reports it)."`
+	Success  bool   `json:"success" jsonschema:"True when the script exited with status 0 and did not time out."`
+	TimedOut bool   `json:"timed_out" jsonschema:"True when the run was killed because it exceeded its timeout."`
+
+	ElapsedSeconds    float64 `json:"elapsed_seconds" jsonschema:"Wall-clock time of the run in seconds."`
+	ExecutionStrategy string  `json:"execution_strategy" jsonschema:"How the interpreter was chosen: system-python, venv (a .venv or explicit virtualenv), uv-env or uv-project."`
+	PythonVersionUsed string  `json:"python_version_used" jsonschema:"Version of the interpreter that ran the code, like 3.11.7."`
+	Executable        string  `json:"executable" jsonschema:"Path of the interpreter that ran the code."`
+
+	StdoutBytes     int64 `json:"stdout_bytes" jsonschema:"Total number of bytes the script wrote to stdout, including any not returned inline."`
+	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`
+	StdoutTruncated bool  `json:"stdout_truncated" jsonschema:"True when stdout exceeded the inline cap and its middle was dropped."`
+	StderrTruncated bool  `json:"stderr_truncated" jsonschema:"True when stderr exceeded the inline cap and its middle was dropped."`
+}
+
+// Stream names one of the two output streams of a run.
+type Stream int
+
+const (
+	Stdout Stream = iota + 1
+	Stderr
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return "unknown"
+}
+
+// Observer receives a run's life as it happens. Jobs spool output through it,
+// the CLI streams to the terminal, MCP handlers derive progress from it.
+// Methods are called from the engine's reader goroutines; they must not block
+// for long, and Output must not retain p after returning.
+type Observer interface {
+	Started(pid int)
+	Output(s Stream, p []byte)
+}
