@@ -9,11 +9,11 @@ import (
 
 // Defaults of the limits every run is held to.
 const (
-	DefaultTimeout   = 30 * time.Second
+	DefaultTimeout    = 30 * time.Second
 	DefaultMaxTimeout = 600 * time.Second
-	DefaultCodeLimit = 1 << 20 // bytes of inline code
-	DefaultOutputCap = 1 << 20 // bytes kept inline per stream
-	DefaultKillGrace = 500 * time.Millisecond
+	DefaultCodeLimit  = 1 << 20 // bytes of inline code
+	DefaultOutputCap  = 1 << 20 // bytes kept inline per stream
+	DefaultKillGrace  = 500 * time.Millisecond
 )
 
 // Config is the server-wide part of every run: where it may work, what it
