@@ -124,6 +124,9 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		ExecutionStrategy: p.strategy,
 		PythonVersionUsed: p.interp.Version,
 		Executable:        p.interp.Path,
+		CPUUserSeconds:    ev.UserSeconds,
+		CPUSystemSeconds:  ev.SystemSeconds,
+		PeakRSSBytes:      ev.MaxRSSBytes,
 		StdoutBytes:       stdoutBytes,
 		StderrBytes:       stderrBytes,
 	}
