@@ -111,7 +111,8 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
-	argv := append([]string{interp.Path, "-u", file}, req.Args...)
+	argv := append([]string{interp.Path, "-u"}, req.Preamble...)
+	argv = append(append(argv, file), req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
 		os.RemoveAll(tmpDir)

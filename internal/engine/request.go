@@ -20,6 +20,13 @@ type Request struct {
 	EnvFile string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace (python-dotenv format: comments, quotes, multi-line values, ${VAR} expansion) loaded before env_vars."`
 
 	Timeout float64 `json:"timeout,omitempty" jsonschema:"Timeout in seconds (default 30). Capped by the server's maximum (default 600). On timeout the whole process tree is killed and partial output is kept."`
+
+	// Preamble is inserted between `python -u` and the script file, e.g.
+	// {"-c", WRAPPER, ...} so a wrapper (the benchmark's profiler) runs the
+	// script: argv becomes python -u PREAMBLE... FILE ARGS.... Set only by
+	// trusted server code, never from the wire (json:"-"), and it must not
+	// be served by a warm interpreter that cannot honour it.
+	Preamble []string `json:"-"`
 }
 
 // Result is what a finished (or killed) run produced. Output fields are capped
