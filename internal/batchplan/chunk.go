@@ -14,8 +14,8 @@ type ChunkRequest struct {
 	MaxBytes int    `json:"max_bytes,omitempty" jsonschema:"Largest chunk in bytes (default 500000)."`
 }
 
-// Chunks is the split code.
-type Chunks struct {
+// ChunkResult is the split code.
+type ChunkResult struct {
 	Chunks     []string `json:"chunks" jsonschema:"The pieces, in order; joined they give back the code exactly."`
 	ChunkBytes []int    `json:"chunk_bytes" jsonschema:"Size of each piece in bytes."`
 	Oversized  []int    `json:"oversized,omitempty" jsonschema:"Indexes of pieces larger than max_bytes: each is one line that alone exceeds it (lines are never cut)."`
@@ -29,15 +29,15 @@ type Chunks struct {
 // statement or a string, which no caller wants. Splitting by lines does not
 // know Python's structure; each piece is only runnable on its own when the
 // code is a sequence of independent top-level statements, as in the seed.
-func ChunkCode(req ChunkRequest) (Chunks, error) {
+func ChunkCode(req ChunkRequest) (ChunkResult, error) {
 	limit := req.MaxBytes
 	switch {
 	case limit < 0:
-		return Chunks{}, fmt.Errorf("max_bytes: must be positive, got %d", limit)
+		return ChunkResult{}, fmt.Errorf("max_bytes: must be positive, got %d", limit)
 	case limit == 0:
 		limit = DefaultChunkBytes
 	}
-	out := Chunks{Chunks: []string{}, ChunkBytes: []int{}}
+	out := ChunkResult{Chunks: []string{}, ChunkBytes: []int{}}
 	var cur strings.Builder
 	flush := func() {
 		if cur.Len() == 0 {

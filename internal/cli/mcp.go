@@ -14,9 +14,11 @@ import (
 // stderr, and runs never inherit the server's standard streams.
 func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	var ef engineFlags
+	var mf mcpFlags
 	var logLevel string
 	fs := newFlagSet("mcp", "mcp [flags]", stderr, engineAliases)
 	ef.register(fs)
+	mf.register(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
 	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
 		return code
@@ -28,8 +30,14 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	cfg := ex.Engine().Config()
-	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
-	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger})
+	toolsets, store, err := mf.open(cfg.StateDir, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+		return 2
+	}
+	defer store.Close()
+	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir, "toolsets", toolsets)
+	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, Toolsets: toolsets, Scripts: store})
 	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1

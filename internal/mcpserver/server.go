@@ -9,12 +9,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 // Options configure the MCP server.
 type Options struct {
 	Version string
 	Logger  *slog.Logger
+	// Toolsets to register (see ParseToolsets); nil means DefaultToolsets.
+	Toolsets []string
+	// Scripts is the saved/autosaved script store. Without it the scripts
+	// tools are not registered, run_python rejects script_name, and nothing
+	// is autosaved.
+	Scripts *scripts.Store
 }
 
 const instructions = `pyexec runs Python for you without any shell quoting: pass source in "code" (or a workspace file in "script_path") and it is written to a file and run as "python -u FILE". ` +
@@ -31,7 +38,7 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 		Instructions: instructions,
 		Logger:       logger,
 	})
-	t := &tools{ex: ex, log: logger}
-	t.register(srv)
+	t := &tools{ex: ex, log: logger, scripts: opts.Scripts}
+	t.registerToolsets(srv, opts.Toolsets)
 	return srv
 }

@@ -10,11 +10,13 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 type tools struct {
-	ex  executor.Executor
-	log *slog.Logger
+	ex      executor.Executor
+	log     *slog.Logger
+	scripts *scripts.Store // nil: no scripts toolset, no autosave
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -28,6 +30,7 @@ func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.Markdo
 // RunPythonInput is the input of run_python.
 type RunPythonInput struct {
 	engine.Request
+	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
 	Rendering
 }
 
@@ -51,7 +54,8 @@ type ServerInfoInput struct {
 	Rendering
 }
 
-func (t *tools) register(srv *mcp.Server) {
+// registerCore registers the core toolset.
+func (t *tools) registerCore(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "run_python",
 		Title: "Run Python",
@@ -73,9 +77,14 @@ func (t *tools) register(srv *mcp.Server) {
 		Description: "Describe this pyexec server: version, workspace, installed interpreters, uv, and the limits runs are held to.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.serverInfo)
+	t.registerBenchmark(srv)
+	t.registerPlanning(srv)
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	if err := t.prepareInline(ctx, "run_python", &in.Request, in.ScriptName); err != nil {
+		return nil, RunPythonOutput{}, err
+	}
 	res, err := t.ex.Run(ctx, in.Request, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, err
@@ -103,6 +112,7 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 		if reqs[i].Cwd == "" {
 			reqs[i].Cwd = in.Cwd
 		}
+		t.autosave("run_python_batch", reqs[i], "")
 	}
 	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
 	if err != nil {

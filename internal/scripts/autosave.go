@@ -72,10 +72,11 @@ func startAutosaver(s *Store) (*autosaver, error) {
 // Autosave queues rec to be written in the background and returns the name
 // it will have (for view_script with autosaved: true). It never blocks and
 // never fails the run: a full queue drops the record, and write errors are
-// logged. Autosave is off when the store's MaxAutosaved is negative; the
+// logged. Code over MaxScriptBytes (which no run accepts) is not kept.
+// Autosave is off when the store's MaxAutosaved is negative; the
 // returned name is then empty.
 func (s *Store) Autosave(rec AutosaveRecord) string {
-	if s == nil || s.opts.MaxAutosaved < 0 || rec.Code == "" {
+	if s == nil || s.opts.MaxAutosaved < 0 || rec.Code == "" || len(rec.Code) > MaxScriptBytes {
 		return ""
 	}
 	a := s.auto
@@ -141,9 +142,13 @@ func (a *autosaver) loop() {
 }
 
 func (a *autosaver) write(it autosaveItem) error {
-	args, err := json.Marshal(it.rec.Arguments)
-	if err != nil {
+	// Round-trip through JSON so the sidecar holds the arguments as the
+	// wire saw them (field names, omitted empties).
+	var args map[string]any
+	if b, err := json.Marshal(it.rec.Arguments); err != nil {
 		return fmt.Errorf("encode arguments: %w", err)
+	} else if err := json.Unmarshal(b, &args); err != nil {
+		args = map[string]any{"value": json.RawMessage(b)}
 	}
 	side := Sidecar{Name: it.name, SavedAt: it.at, CodeSHA256: sha(it.rec.Code), Tool: it.rec.Tool, Arguments: args, JobID: it.rec.JobID}
 	if err := writeAtomic(filepath.Join(a.s.autoDir, it.name+".py"), []byte(it.rec.Code)); err != nil {

@@ -127,7 +127,7 @@ type Sidecar struct {
 	Dependencies   []string        `json:"dependencies,omitempty" jsonschema:"Dependencies given when it was saved."`
 	RequiresPython string          `json:"requires_python,omitempty" jsonschema:"requires-python given when it was saved."`
 	Tool           string          `json:"tool,omitempty" jsonschema:"For autosaved code: the tool that ran it."`
-	Arguments      json.RawMessage `json:"arguments,omitempty" jsonschema:"For autosaved code: the call's arguments (the code itself is the .py file; env_vars values are redacted)."`
+	Arguments      map[string]any  `json:"arguments,omitempty" jsonschema:"For autosaved code: the call's arguments (the code itself is the .py file; env_vars values are redacted)."`
 	JobID          string          `json:"job_id,omitempty" jsonschema:"For autosaved code: the background job that ran it, if any."`
 }
 

@@ -1,0 +1,95 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/executor"
+)
+
+// BenchmarkPythonInput is the input of benchmark_python.
+type BenchmarkPythonInput struct {
+	executor.BenchmarkRequest
+	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to benchmark instead of code or script_path."`
+	Rendering
+}
+
+// BenchmarkPythonOutput is the result of benchmark_python.
+type BenchmarkPythonOutput struct {
+	executor.BenchmarkResult
+}
+
+func (t *tools) registerBenchmark(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "benchmark_python",
+		Title: "Benchmark Python code",
+		Description: "Run Python code (or a script) repeat times after warmup runs and report per-run wall time, CPU user/system time and peak memory " +
+			"(exact, from the kernel's accounting of the whole process tree, not sampled), with min/median/mean/max/stdev. " +
+			"wall_time_seconds, cpu_time_seconds and peak_rss_mb are the medians. profile: true adds a cProfile table of the top functions by cumulative time. " +
+			"Accepts everything run_python accepts.",
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+	}, t.benchmarkPython)
+}
+
+func (t *tools) benchmarkPython(ctx context.Context, req *mcp.CallToolRequest, in BenchmarkPythonInput) (*mcp.CallToolResult, BenchmarkPythonOutput, error) {
+	if err := t.prepareInline(ctx, "benchmark_python", &in.Request, in.ScriptName); err != nil {
+		return nil, BenchmarkPythonOutput{}, err
+	}
+	res, err := executor.Benchmark(ctx, t.ex, in.BenchmarkRequest, progressTo(ctx, req))
+	if err != nil {
+		return nil, BenchmarkPythonOutput{}, err
+	}
+	out := BenchmarkPythonOutput{BenchmarkResult: res}
+	return render(in.Rendering, out, func() string { return renderBenchmark(res) }), out, nil
+}
+
+func renderBenchmark(r executor.BenchmarkResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**benchmark** · %d measured run(s) after %d warm-up · %s · Python %s\n\n", len(r.Runs), r.Warmup, r.ExecutionStrategy, r.PythonVersionUsed)
+	fmt.Fprintf(&b, "median: wall %.4f s · CPU %.4f s · peak RSS %.2f MiB\n\n", r.WallTimeSeconds, r.CPUTimeSeconds, r.PeakRSSMB)
+	if len(r.Runs) > 0 {
+		b.WriteString("| measure | min | median | mean | max | stdev |\n|---|---:|---:|---:|---:|---:|\n")
+		row := func(name string, s executor.Stats, format string) {
+			f := func(v float64) string { return fmt.Sprintf(format, v) }
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name, f(s.Min), f(s.Median), f(s.Mean), f(s.Max), f(s.Stdev))
+		}
+		st := r.Statistics
+		row("wall (s)", st.WallSeconds, "%.4f")
+		row("CPU user+system (s)", st.CPUSeconds, "%.4f")
+		row("CPU user (s)", st.CPUUserSeconds, "%.4f")
+		row("CPU system (s)", st.CPUSystemSeconds, "%.4f")
+		row("peak RSS (MiB)", st.PeakRSSMB, "%.2f")
+	}
+	if r.Note != "" {
+		fmt.Fprintf(&b, "\nnote: %s\n", r.Note)
+	}
+	b.WriteString("\nLast run: ")
+	writeResult(&b, r.Result, "")
+	if len(r.Profile) > 0 {
+		b.WriteString("\nProfile (top functions by cumulative time):\n\n| cumtime (s) | tottime (s) | calls | function | where |\n|---:|---:|---:|---|---|\n")
+		for _, p := range r.Profile {
+			where := ""
+			if p.File != "" {
+				where = fmt.Sprintf("%s:%d", filepath.Base(p.File), p.Line)
+			}
+			calls := fmt.Sprint(p.Calls)
+			if p.PrimitiveCalls != p.Calls {
+				calls = fmt.Sprintf("%d/%d", p.Calls, p.PrimitiveCalls)
+			}
+			fmt.Fprintf(&b, "| %.4f | %.4f | %s | %s | %s |\n", p.CumtimeSeconds, p.TottimeSeconds, calls, mdCell(p.Function), mdCell(where))
+		}
+	}
+	if r.ProfileNote != "" {
+		fmt.Fprintf(&b, "\nprofile: %s\n", r.ProfileNote)
+	}
+	return b.String()
+}
+
+// mdCell keeps a value from breaking a markdown table row.
+func mdCell(s string) string {
+	return "`" + strings.NewReplacer("|", `\|`, "`", "'", "\n", " ").Replace(s) + "`"
+}

@@ -1,0 +1,109 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+)
+
+// The compat toolset: every tool the three seed servers document, under its
+// documented name, with its documented parameters and result fields, each a
+// thin adapter over the same executor as the core tools. A seed user can
+// switch to pyexec without changing a call; the results carry the seed's
+// fields plus pyexec's (success, timed_out, byte counts, exact CPU/memory).
+//
+//   - py-executor: run_python and run_python_batch are core tools and
+//     already take its parameters (code, codes, timeout, max_workers, cwd).
+//   - uv-exec-mcp: execute_python_script, check_execution_server,
+//     test_hello_world_http, test_minimal_http, get_http_server_info
+//     (compat_uvexec.go).
+//   - python-executor-mcp: run_script_in_dir, run_script_with_dependencies,
+//     benchmark_script, py_list_scripts, py_view_script
+//     (compat_pyexecmcp.go). Its job tools (run_script_in_dir_async,
+//     run_script_with_dependencies_async, list_running_jobs, get_job_output,
+//     kill_job, py_job_status, py_list_jobs, py_cancel_job, py_prune_jobs and
+//     the job-stream:// resource) need background jobs and are registered
+//     with them (see registerJobs).
+func (t *tools) registerCompat(srv *mcp.Server) {
+	t.registerUVExecCompat(srv)
+	t.registerPyExecMCPCompat(srv)
+}
+
+// serverMode says how this MCP server reaches its executor, honestly: the
+// embedded default runs Python in this process (no HTTP hop); a remote
+// executor is a `pyexec serve` execution server at some URL.
+type serverMode struct {
+	Mode string // "embedded" or "remote"
+	URL  string // remote only
+}
+
+// urlExecutor is implemented by executors that talk to a remote server.
+type urlExecutor interface{ URL() string }
+
+func (t *tools) mode() serverMode {
+	if u, ok := t.ex.(urlExecutor); ok {
+		return serverMode{Mode: "remote", URL: u.URL()}
+	}
+	if _, ok := t.ex.(*executor.Local); ok {
+		return serverMode{Mode: "embedded"}
+	}
+	return serverMode{Mode: "remote"}
+}
+
+// seedTimeout maps the python-executor-mcp seed's timeout_seconds onto a
+// request timeout: absent means the server default, 0 means "no limit",
+// which pyexec turns into the server's maximum (every run has a limit).
+func (t *tools) seedTimeout(ctx context.Context, seconds *float64) (float64, error) {
+	switch {
+	case seconds == nil:
+		return 0, nil
+	case *seconds < 0:
+		return 0, fmt.Errorf("timeout_seconds: must be 0 (no limit: the server's maximum) or positive, got %g", *seconds)
+	case *seconds > 0:
+		return *seconds, nil
+	}
+	info, err := t.ex.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("timeout_seconds: cannot read the server's maximum: %w", err)
+	}
+	return info.Limits.MaxTimeoutSeconds, nil
+}
+
+// resolvedDependencies reads resolved_dependencies from a result when this
+// build's engine reports it, and is empty otherwise. Reading it through the
+// JSON keeps the adapters right whether or not the field exists yet.
+func resolvedDependencies(v any) []string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []string{}
+	}
+	var m struct {
+		Deps []string `json:"resolved_dependencies"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Deps == nil {
+		return []string{}
+	}
+	return m.Deps
+}
+
+// errNoJobs rejects async_mode until background jobs exist in this build.
+var errNoJobs = errors.New("async_mode: background jobs are not available in this build of pyexec; call without async_mode (runs are synchronous)")
+
+// seedSource fills code or script_path from the seed's script_content /
+// script_path pair, which must be exactly one.
+func seedSource(req *engine.Request, scriptPath, scriptContent string) error {
+	switch {
+	case scriptPath != "" && scriptContent != "":
+		return errors.New("script_path: give either script_path or script_content, not both")
+	case scriptPath == "" && scriptContent == "":
+		return errors.New("script_path: give one of script_path (an existing .py file) or script_content (inline source)")
+	}
+	req.ScriptPath, req.Code = scriptPath, scriptContent
+	return nil
+}

@@ -1,0 +1,89 @@
+package mcpserver
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Toolset names. A toolset is a group of tools registered together, so an
+// operator can keep the tool list a model sees short (--toolsets).
+const (
+	// ToolsetCore: run_python, run_python_batch, server_info,
+	// benchmark_python, plan_batch, chunk_code.
+	ToolsetCore = "core"
+	// ToolsetJobs: background job tools. They arrive with the jobs work;
+	// until then this toolset registers nothing.
+	ToolsetJobs = "jobs"
+	// ToolsetScripts: save_script, list_scripts, view_script.
+	ToolsetScripts = "scripts"
+	// ToolsetCompat: every tool the three seed servers document, by its
+	// documented name, parameters and result fields (see compat*.go).
+	ToolsetCompat = "compat"
+)
+
+// DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
+const DefaultToolsets = "core,jobs,scripts"
+
+// toolsets lists every toolset in registration order.
+var toolsets = []struct {
+	name     string
+	register func(*tools, *mcp.Server)
+}{
+	{ToolsetCore, (*tools).registerCore},
+	{ToolsetJobs, (*tools).registerJobs},
+	{ToolsetScripts, (*tools).registerScripts},
+	{ToolsetCompat, (*tools).registerCompat},
+}
+
+// ParseToolsets reads a comma-separated toolset list ("all" = every
+// toolset) and rejects unknown names, saying which exist.
+func ParseToolsets(spec string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(spec, ",") {
+		name := strings.ToLower(strings.TrimSpace(part))
+		switch {
+		case name == "":
+			continue
+		case name == "all":
+			for _, ts := range toolsets {
+				out = append(out, ts.name)
+			}
+			continue
+		case !slices.ContainsFunc(toolsets, func(ts struct {
+			name     string
+			register func(*tools, *mcp.Server)
+		}) bool {
+			return ts.name == name
+		}):
+			return nil, fmt.Errorf("unknown toolset %q; known: core, jobs, scripts, compat, all", name)
+		}
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no toolset given; known: core, jobs, scripts, compat, all")
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// registerToolsets registers the named toolsets (nil: the default ones).
+func (t *tools) registerToolsets(srv *mcp.Server, names []string) {
+	if names == nil {
+		names, _ = ParseToolsets(DefaultToolsets)
+	}
+	for _, ts := range toolsets {
+		if slices.Contains(names, ts.name) {
+			ts.register(t, srv)
+		}
+	}
+}
+
+// registerJobs is the jobs toolset. The job tools (and the compat adapters
+// that need jobs: run_script_in_dir_async, run_script_with_dependencies_async,
+// list_running_jobs, get_job_output, kill_job, py_job_status, py_list_jobs,
+// py_cancel_job, py_prune_jobs) are registered once background jobs exist
+// in this build; until then the toolset is empty.
+func (t *tools) registerJobs(*mcp.Server) {}
