@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -92,12 +93,27 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // content, and whether it was a tool error.
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, string, bool) {
 	t.Helper()
+	out, text, isErr, err := callErr(cs, tool, args)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return out, text, isErr
+}
+
+// callNoT is call for helpers that run outside a test's goroutine; errors
+// surface as an empty result.
+func callNoT(cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, string, bool) {
+	out, text, isErr, _ := callErr(cs, tool, args)
+	return out, text, isErr
+}
+
+func callErr(cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, string, bool, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		t.Fatalf("%s: protocol error: %v", tool, err)
+		return nil, "", false, fmt.Errorf("protocol error: %w", err)
 	}
 	var text []string
 	for _, c := range res.Content {
@@ -109,13 +125,13 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any)
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
 		if err != nil {
-			t.Fatal(err)
+			return nil, "", false, err
 		}
 		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatal(err)
+			return nil, "", false, err
 		}
 	}
-	return out, strings.Join(text, "\n"), res.IsError
+	return out, strings.Join(text, "\n"), res.IsError, nil
 }
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {

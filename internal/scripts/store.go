@@ -121,14 +121,14 @@ type Entry struct {
 
 // Sidecar is the JSON kept beside each stored script.
 type Sidecar struct {
-	Name           string          `json:"name" jsonschema:"Script name."`
-	SavedAt        time.Time       `json:"saved_at" jsonschema:"When it was saved."`
-	CodeSHA256     string          `json:"code_sha256" jsonschema:"SHA-256 of the code as written."`
-	Dependencies   []string        `json:"dependencies,omitempty" jsonschema:"Dependencies given when it was saved."`
-	RequiresPython string          `json:"requires_python,omitempty" jsonschema:"requires-python given when it was saved."`
-	Tool           string          `json:"tool,omitempty" jsonschema:"For autosaved code: the tool that ran it."`
-	Arguments      map[string]any  `json:"arguments,omitempty" jsonschema:"For autosaved code: the call's arguments (the code itself is the .py file; env_vars values are redacted)."`
-	JobID          string          `json:"job_id,omitempty" jsonschema:"For autosaved code: the background job that ran it, if any."`
+	Name           string         `json:"name" jsonschema:"Script name."`
+	SavedAt        time.Time      `json:"saved_at" jsonschema:"When it was saved."`
+	CodeSHA256     string         `json:"code_sha256" jsonschema:"SHA-256 of the code as written."`
+	Dependencies   []string       `json:"dependencies,omitempty" jsonschema:"Dependencies given when it was saved."`
+	RequiresPython string         `json:"requires_python,omitempty" jsonschema:"requires-python given when it was saved."`
+	Tool           string         `json:"tool,omitempty" jsonschema:"For autosaved code: the tool that ran it."`
+	Arguments      map[string]any `json:"arguments,omitempty" jsonschema:"For autosaved code: the call's arguments (the code itself is the .py file; env_vars values are redacted)."`
+	JobID          string         `json:"job_id,omitempty" jsonschema:"For autosaved code: the background job that ran it, if any."`
 }
 
 // Script is a stored script with its source and sidecar.
