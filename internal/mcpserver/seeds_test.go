@@ -331,7 +331,7 @@ func seedExamples() []seedExample {
 
 		// ---------------- py-executor ----------------
 		{seed: pyexSeed, example: "Why: print(\"Hello 'world' with \\\"quotes\\\" and $variables\")", server: pyex, tool: "run_python",
-			args: static(map[string]any{"code": `print("Hello 'world' with \"quotes\" and $variables")`}),
+			args:  static(map[string]any{"code": `print("Hello 'world' with \"quotes\" and $variables")`}),
 			check: wantStdout("Hello 'world' with \"quotes\" and $variables\n")},
 		{seed: pyexSeed, example: "run_python simple calculation", server: pyex, tool: "run_python",
 			args: static(map[string]any{"code": "result = 2 + 2\nprint(f'Result: {result}')"}),
@@ -411,7 +411,7 @@ func seedExamples() []seedExample {
 		{seed: pyexSeed, example: "suggest_batch_size(len(files), \"high\") returns 2", server: pyex, tool: "plan_batch",
 			args: static(map[string]any{"items": files100, "complexity": "high"}), check: planWorkers(2)},
 		{seed: pyexSeed, example: "codes from chunks, run_python_batch(codes, max_workers=workers)", server: pyex, tool: "run_python_batch",
-			args: static(map[string]any{"codes": []string{"print(len(['file1.py', 'file2.py']))", "print(len(['file3.py', 'file4.py']))"}, "max_workers": 2}),
+			args:  static(map[string]any{"codes": []string{"print(len(['file1.py', 'file2.py']))", "print(len(['file3.py', 'file4.py']))"}, "max_workers": 2}),
 			check: batchStdout("2\n", "2\n")},
 
 		// ---------------- python-executor-mcp ----------------
@@ -529,7 +529,9 @@ func seedExamples() []seedExample {
 				}
 			}},
 		{seed: mcpSeed, example: "py_view_script(script_name, autosaved=True) shows code and sidecar", server: pymcp, tool: "py_view_script",
-			args: func(e *seedEnv) map[string]any { return map[string]any{"script_name": newestAutosaved(e), "autosaved": true} },
+			args: func(e *seedEnv) map[string]any {
+				return map[string]any{"script_name": newestAutosaved(e), "autosaved": true}
+			},
 			check: func(t *testing.T, _ *seedEnv, out map[string]any, text string, isErr bool) {
 				side, _ := out["sidecar"].(map[string]any)
 				if isErr || out["source"] == "" || side == nil || side["tool"] == "" || side["arguments"] == nil {
@@ -586,4 +588,3 @@ func planWorkers(n int) func(*testing.T, *seedEnv, map[string]any, string, bool)
 		}
 	}
 }
-
