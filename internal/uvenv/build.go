@@ -17,38 +17,88 @@ import (
 // got there first leaves nothing to do. The env is built aside in .tmp,
 // made read-only, and renamed into place, so a reader never sees half an
 // env. Afterwards the cache is trimmed to its size cap.
-func (m *Manager) build(ctx context.Context, p plan, progress Progress) error {
+//
+// It returns the key the env was published under: p.key, except when a
+// project sync rewrote uv.lock (the default mode re-locks an outdated lock,
+// as `uv run` does); then the env is published under the key of the new
+// lock, which is what every later request computes.
+func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string, error) {
 	l, err := openLock(m.layout.lock(p.key))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer l.close()
 	if err := l.lock(ctx, unix.LOCK_EX); err != nil {
-		return fmt.Errorf("environment build: %w", err)
+		return "", fmt.Errorf("environment build: %w", err)
 	}
 	if _, err := os.Stat(m.layout.manifest(p.key)); err == nil {
-		return nil // built by another process while we waited
+		return p.key, nil // built by another process while we waited
 	}
 	if m.uv.path == "" {
-		return fmt.Errorf("environment for %s: %w", describe(p), m.uvErr)
+		return "", fmt.Errorf("environment for %s: %w", describe(p), m.uvErr)
 	}
 	m.builds.Add(1)
 
 	tmpRoot, err := os.MkdirTemp(m.layout.tmp(), p.key+"-")
 	if err != nil {
-		return fmt.Errorf("environment build: %w", err)
+		return "", fmt.Errorf("environment build: %w", err)
 	}
 	defer removeAll(tmpRoot)
 	venv := filepath.Join(tmpRoot, "env")
 	man, err := m.install(ctx, p, tmpRoot, venv, progress)
 	if err != nil {
-		return fmt.Errorf("environment for %s: %w", describe(p), err)
+		return "", fmt.Errorf("environment for %s: %w", describe(p), err)
+	}
+
+	key := p.key
+	if p.strategy == StrategyProject {
+		after, err := m.plan(ctx, p.spec)
+		if err != nil {
+			return "", fmt.Errorf("environment for %s: after sync: %w", describe(p), err)
+		}
+		if after.key != p.key {
+			// Serialize with builders of the new key, then publish there.
+			nl, err := openLock(m.layout.lock(after.key))
+			if err != nil {
+				return "", err
+			}
+			defer nl.close()
+			if err := nl.lock(ctx, unix.LOCK_EX); err != nil {
+				return "", fmt.Errorf("environment build: %w", err)
+			}
+			key = after.key
+		}
+	}
+	man.Key = key
+	if err := writeManifest(venv, man); err != nil {
+		return "", err
 	}
 	if err := makeReadOnly(venv); err != nil {
-		return fmt.Errorf("environment build: make read-only: %w", err)
+		return "", fmt.Errorf("environment build: make read-only: %w", err)
 	}
-	dest := m.layout.env(p.key)
-	if _, err := os.Lstat(dest); err == nil { // debris without a manifest
+	if err := m.publish(venv, key); err != nil {
+		return "", err
+	}
+	if progress != nil {
+		progress(PhaseDone, fmt.Sprintf("%d packages: %s", len(man.Resolved), strings.Join(man.Resolved, ", ")))
+	}
+	if m.maxBytes > 0 {
+		if _, err := m.prune(ctx, PruneOptions{MaxBytes: m.maxBytes}, key); err != nil {
+			return "", fmt.Errorf("environment cache eviction: %w", err)
+		}
+	}
+	return key, nil
+}
+
+// publish renames a finished env into place (the caller holds key's
+// exclusive lock). An env already complete there wins (ours is dropped);
+// debris without a manifest is replaced.
+func (m *Manager) publish(venv, key string) error {
+	dest := m.layout.env(key)
+	if _, err := os.Stat(m.layout.manifest(key)); err == nil {
+		return nil
+	}
+	if _, err := os.Lstat(dest); err == nil {
 		if err := removeAll(dest); err != nil {
 			return fmt.Errorf("environment build: remove incomplete %s: %w", dest, err)
 		}
@@ -56,16 +106,10 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) error {
 	if err := os.Rename(venv, dest); err != nil {
 		return fmt.Errorf("environment build: publish: %w", err)
 	}
+	// The root stays writable until after the rename: moving a directory to
+	// another parent needs write permission on it (its ".." changes).
 	if err := os.Chmod(dest, 0o555); err != nil {
 		return fmt.Errorf("environment build: make read-only: %w", err)
-	}
-	if progress != nil {
-		progress(PhaseDone, fmt.Sprintf("%d packages: %s", len(man.Resolved), strings.Join(man.Resolved, ", ")))
-	}
-	if m.maxBytes > 0 {
-		if _, err := m.prune(ctx, PruneOptions{MaxBytes: m.maxBytes}, p.key); err != nil {
-			return fmt.Errorf("environment cache eviction: %w", err)
-		}
 	}
 	return nil
 }
@@ -77,7 +121,7 @@ func describe(p plan) string {
 	return strings.Join(p.requirements, ", ")
 }
 
-// install creates the venv and installs into it, then writes the manifest.
+// install creates the venv and installs into it, and describes the result.
 //
 // The venv is --relocatable: it is built in .tmp and renamed, and uv then
 // writes entry-point scripts that find their python relative to themselves
@@ -146,14 +190,18 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 		ProjectDir: p.project.Dir, ProjectRoot: p.project.Root,
 		Created: m.now().UTC(), SizeBytes: size,
 	}
+	return man, nil
+}
+
+func writeManifest(venv string, man Manifest) error {
 	data, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
-		return Manifest{}, fmt.Errorf("write manifest: %w", err)
+		return fmt.Errorf("write manifest: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(venv, manifestName), append(data, '\n'), 0o644); err != nil {
-		return Manifest{}, fmt.Errorf("write manifest: %w", err)
+		return fmt.Errorf("write manifest: %w", err)
 	}
-	return man, nil
+	return nil
 }
 
 // freeze lists what is installed in the env, one "name==version" per

@@ -202,6 +202,7 @@ func (m *Manager) UVPath() (string, error) { return m.uv.path, m.uvErr }
 
 // plan is a Spec made concrete: normalized, versioned, keyed.
 type plan struct {
+	spec          Spec
 	key           string
 	strategy      string
 	python        string
@@ -219,7 +220,7 @@ func (m *Manager) plan(ctx context.Context, spec Spec) (plan, error) {
 	if err != nil {
 		return plan{}, fmt.Errorf("dependencies: %w", err)
 	}
-	p := plan{python: spec.Python, pythonVersion: spec.PythonVersion, requirements: reqs,
+	p := plan{spec: spec, python: spec.Python, pythonVersion: spec.PythonVersion, requirements: reqs,
 		index: m.cfg.Index.merge(spec.Index), strategy: StrategyEnv}
 	if p.pythonVersion == "" {
 		if p.pythonVersion, err = m.pythonVersion(ctx, spec.Python); err != nil {
@@ -313,10 +314,11 @@ func (m *Manager) Ensure(ctx context.Context, spec Spec, progress Progress) (Env
 		if attempt == 3 {
 			return Env{}, nil, fmt.Errorf("environment %s: evicted as soon as built, 3 times: raise the cache size cap", p.key)
 		}
-		if err := m.buildShared(ctx, p, progress); err != nil {
+		key, err := m.buildShared(ctx, p, progress)
+		if err != nil {
 			return Env{}, nil, err
 		}
-		built = true
+		p.key, built = key, true
 	}
 }
 
@@ -382,6 +384,7 @@ func (m *Manager) refs(key string) int {
 // key share; each waiter's progress callback hears the build too.
 type flight struct {
 	done chan struct{}
+	key  string // where the env was published
 	err  error
 
 	mu   sync.Mutex
@@ -400,7 +403,7 @@ func (f *flight) progress(phase, detail string) {
 // buildShared builds p's env, or waits for the build already running in
 // this process. A waiter whose own ctx is still live retries when the build
 // it joined was cancelled by its leader's ctx.
-func (m *Manager) buildShared(ctx context.Context, p plan, progress Progress) error {
+func (m *Manager) buildShared(ctx context.Context, p plan, progress Progress) (string, error) {
 	for {
 		m.mu.Lock()
 		f, running := m.flights[p.key]
@@ -416,21 +419,21 @@ func (m *Manager) buildShared(ctx context.Context, p plan, progress Progress) er
 		m.mu.Unlock()
 
 		if !running {
-			f.err = m.build(ctx, p, f.progress)
+			f.key, f.err = m.build(ctx, p, f.progress)
 			m.mu.Lock()
 			delete(m.flights, p.key)
 			m.mu.Unlock()
 			close(f.done)
-			return f.err
+			return f.key, f.err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for environment build: %w", ctx.Err())
+			return "", fmt.Errorf("wait for environment build: %w", ctx.Err())
 		case <-f.done:
 		}
 		if f.err != nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) && ctx.Err() == nil {
 			continue
 		}
-		return f.err
+		return f.key, f.err
 	}
 }
