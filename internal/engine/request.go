@@ -36,6 +36,10 @@ type Result struct {
 	PythonVersionUsed string  `json:"python_version_used" jsonschema:"Version of the interpreter that ran the code, like 3.11.7."`
 	Executable        string  `json:"executable" jsonschema:"Path of the interpreter that ran the code."`
 
+	CPUUserSeconds   float64 `json:"cpu_user_seconds" jsonschema:"User CPU time of the whole process tree (kernel rusage of the finished run)."`
+	CPUSystemSeconds float64 `json:"cpu_system_seconds" jsonschema:"System CPU time of the whole process tree (kernel rusage of the finished run)."`
+	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Largest resident set size reached by any one process of the run, from the kernel's rusage (exact, not sampled)."`
+
 	StdoutBytes     int64 `json:"stdout_bytes" jsonschema:"Total number of bytes the script wrote to stdout, including any not returned inline."`
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`
 	StdoutTruncated bool  `json:"stdout_truncated" jsonschema:"True when stdout exceeded the inline cap and its middle was dropped."`
