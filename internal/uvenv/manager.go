@@ -437,3 +437,7 @@ func (m *Manager) buildShared(ctx context.Context, p plan, progress Progress) (s
 		return f.key, f.err
 	}
 }
+
+// Builds is the number of environment builds this Manager has run (cache
+// misses that reached uv); useful for metrics and for tests proving reuse.
+func (m *Manager) Builds() int64 { return m.builds.Load() }
