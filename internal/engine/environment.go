@@ -157,7 +157,7 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 		return nil, badRequest("dependencies", "%v (it builds the environment for %s; runs without dependencies work without it)", uvenv.ErrNoUV, describeSpec(spec))
 	default:
 		// uv's own explanation ("No solution found ...") is in err.
-		return nil, badRequest("dependencies", "could not build the environment for %s: %v", describeSpec(spec), err)
+		return nil, badRequest("dependencies", "%v", err)
 	}
 }
 

@@ -47,7 +47,7 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 	venv := filepath.Join(tmpRoot, "env")
 	man, err := m.install(ctx, p, tmpRoot, venv, progress)
 	if err != nil {
-		return "", fmt.Errorf("environment for %s: %w", describe(p), err)
+		return "", fmt.Errorf("cannot build the environment for %s: %w", describe(p), err)
 	}
 
 	key := p.key

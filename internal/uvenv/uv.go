@@ -184,7 +184,18 @@ type UVError struct {
 }
 
 func (e *UVError) Error() string {
-	return fmt.Sprintf("uv %s failed (%v):\n%s", e.Args[0]+" "+firstArg(e.Args[1:]), e.Err, e.Stderr)
+	var lines []string
+	for _, l := range strings.Split(e.Stderr, "\n") {
+		// "Using Python 3.11.7 environment at: ..." names our temp dir: noise.
+		if !strings.HasPrefix(l, "Using ") {
+			lines = append(lines, l)
+		}
+	}
+	msg := strings.TrimSpace(strings.Join(lines, "\n"))
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("uv %s failed:\n%s", strings.TrimSpace(e.Args[0]+" "+firstArg(e.Args[1:])), msg)
 }
 
 func (e *UVError) Unwrap() error { return e.Err }
