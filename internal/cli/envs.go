@@ -23,6 +23,7 @@ type depsFlags struct {
 	noIndex     bool
 	offline     bool
 	projectSync string
+	noProject   bool
 	uv          string
 }
 
@@ -34,6 +35,7 @@ func (f *depsFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noIndex, "no-index", false, "resolve dependencies only from --find-links, never from an index")
 	fs.BoolVar(&f.offline, "offline", false, "never let uv access the network (only its cache and --find-links)")
 	fs.StringVar(&f.projectSync, "project-sync", "", `how project environments follow uv.lock: "" like uv run (re-lock when outdated), "locked" (fail when outdated) or "frozen" (install the lock as is)`)
+	fs.BoolVar(&f.noProject, "no-project", false, "do not run scripts inside a pyproject.toml project in that project's environment")
 	fs.StringVar(&f.uv, "uv", "", "uv binary used to build environments (default: found on PATH, past pyenv shims)")
 }
 
@@ -46,6 +48,7 @@ func (f *depsFlags) config() engine.DepsConfig {
 		UV:          f.uv,
 		MaxBytes:    max,
 		ProjectSync: f.projectSync,
+		NoProjects:  f.noProject,
 		Index: uvenv.IndexSettings{
 			IndexURL: f.indexURL, FindLinks: f.findLinks, NoIndex: f.noIndex, Offline: f.offline,
 		},

@@ -153,6 +153,10 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 		}, nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("environment: %w", ctx.Err())
+	case errors.Is(err, uvenv.ErrNoUV) && len(spec.Requirements) == 0:
+		// Only a detected project asked for uv; without uv, `uv run` would
+		// not work there either, and a plain run is what can still be done.
+		return nil, nil
 	case errors.Is(err, uvenv.ErrNoUV):
 		return nil, badRequest("dependencies", "%v (it builds the environment for %s; runs without dependencies work without it)", uvenv.ErrNoUV, describeSpec(spec))
 	default:

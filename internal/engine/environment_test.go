@@ -173,6 +173,31 @@ func TestRunInProject(t *testing.T) {
 	if got := e.Environments().Builds(); got != 3 {
 		t.Fatalf("%d builds, want 3 (project, project+extra, PEP 723)", got)
 	}
+
+	// Without uv a new project env cannot be built: plain runs still work
+	// (as they would without the project), runs with dependencies say why not.
+	cfg := e.Config()
+	cfg.Deps.UV = filepath.Join(t.TempDir(), "no-uv")
+	cfg.StateDir = t.TempDir()
+	noUV, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, noUV, Request{Code: "print(1)", Cwd: "proj"}); res.ExecutionStrategy != StrategySystem || res.Stdout != "1\n" {
+		t.Fatalf("project run without uv: %+v", res)
+	}
+	if _, err := noUV.Run(context.Background(), Request{Code: "pass", Cwd: "proj", Dependencies: []string{"pyexec-tool"}}, nil); err == nil || !strings.Contains(err.Error(), "pip install uv") {
+		t.Fatalf("err = %v", err)
+	}
+	// NoProjects turns detection off.
+	cfg.Deps.UV, cfg.Deps.NoProjects = "", true
+	off, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, off, Request{Code: "print(1)", Cwd: "proj"}); res.ExecutionStrategy != StrategySystem {
+		t.Fatalf("NoProjects: %+v", res)
+	}
 }
 
 // envPhases records environment build phases (EnvironmentObserver).

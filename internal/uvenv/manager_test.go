@@ -443,3 +443,57 @@ print("failures:", failures)
 		t.Fatalf("an unprivileged run modified the env: %s", got)
 	}
 }
+
+// TestCancelledBuild: cancelling a build kills uv's process group, leaves
+// neither an env nor temp files, and a later request builds normally.
+func TestCancelledBuild(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager()
+	spec := Spec{Python: basePython, Requirements: []string{"pyexec-beta"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	_, _, err := m.Ensure(ctx, spec, func(phase, _ string) {
+		if phase == PhaseDownloading {
+			cancel() // uv pip install is running: it just printed "Resolved ..."
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if envs, _ := m.List(context.Background()); len(envs) != 0 {
+		t.Fatalf("cancelled build published %+v", envs)
+	}
+	if left, _ := os.ReadDir(m.layout.tmp()); len(left) != 0 {
+		t.Fatalf("cancelled build left %v", left)
+	}
+	env := ensure(t, m, spec)
+	if !env.Built || py(t, env.Python, "import pyexec_beta; print('ok')") != "ok" {
+		t.Fatal("rebuild after cancel failed")
+	}
+}
+
+// TestEvictionSparesEnvsInUseByAnotherProcess: the in-use mark is a shared
+// flock, so a second manager on the same state dir (another server process)
+// never evicts an env the first one is running in.
+func TestEvictionSparesEnvsInUseByAnotherProcess(t *testing.T) {
+	f := newFixture(t)
+	m1 := f.manager()
+	m2 := f.manager(func(c *Config) { c.MaxBytes = 1 })
+	held := ensure(t, m1, Spec{Python: basePython, Requirements: []string{"pyexec-alpha==1.0"}})
+	_, release, err := m1.Ensure(context.Background(), Spec{Python: basePython, Requirements: []string{"pyexec-alpha==2.0"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release() // alpha 2.0: built by m1, no longer in use
+	fresh := ensure(t, m2, Spec{Python: basePython, Requirements: []string{"pyexec-beta"}})
+	envs, _ := m2.List(context.Background())
+	var dirs []string
+	for _, e := range envs {
+		dirs = append(dirs, e.Dir)
+	}
+	slices.Sort(dirs)
+	want := []string{held.Dir, fresh.Dir}
+	slices.Sort(want)
+	if !slices.Equal(dirs, want) {
+		t.Fatalf("envs after m2's eviction: %v, want the one m1 holds and m2's own: %v", dirs, want)
+	}
+}
