@@ -8,7 +8,7 @@ package engine
 // every field carries a description for the generated JSON schema.
 type Request struct {
 	Code       string   `json:"code,omitempty" jsonschema:"Inline Python source to run (at most 1 MiB). Exactly one of code or script_path must be given."`
-	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace (relative to the workspace or absolute). Exactly one of code or script_path must be given."`
+	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace, relative to cwd (default: the workspace root) or absolute. Exactly one of code or script_path must be given."`
 	Args       []string `json:"args,omitempty" jsonschema:"Command-line arguments passed to the script as sys.argv[1:]."`
 	Stdin      string   `json:"stdin,omitempty" jsonschema:"Text fed to the script's standard input. Without it stdin is empty (/dev/null)."`
 	Cwd        string   `json:"cwd,omitempty" jsonschema:"Working directory of the run, inside the workspace (relative to it or absolute). Default: the workspace root. A .venv/bin/python found here is used when no interpreter is requested."`
