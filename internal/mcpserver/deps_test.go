@@ -12,16 +12,9 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
-	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/testutil/wheels"
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
-
-// TestMain lets this test binary act as the engine's per-run launcher.
-func TestMain(m *testing.M) {
-	launcher.MaybeRun()
-	os.Exit(m.Run())
-}
 
 // TestRunPythonWithDependencies is the dependencies issue's "done when": an
 // MCP client sends dependencies and a PEP 723 script to run_python and gets
