@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/testutil/pyinterp"
 	"github.com/pyexec/pyexec/internal/testutil/wheels"
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
@@ -23,11 +24,8 @@ func TestRunPythonWithDependencies(t *testing.T) {
 	if _, err := uvenv.FindUV(os.Environ()); err != nil {
 		t.Skip(err)
 	}
-	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
-		t.Skip("no /usr/bin/python3.11")
-	}
 	eng, err := engine.New(engine.Config{
-		Workspace: t.TempDir(), StateDir: t.TempDir(), Python: "/usr/bin/python3.11",
+		Workspace: t.TempDir(), StateDir: t.TempDir(), Python: pyinterp.Real(t),
 		Deps: engine.DepsConfig{Index: uvenv.IndexSettings{NoIndex: true, Offline: true, FindLinks: []string{wheels.Dir(t)}}},
 	})
 	if err != nil {

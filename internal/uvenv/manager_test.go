@@ -12,12 +12,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/testutil/pyinterp"
 	"github.com/pyexec/pyexec/internal/testutil/wheels"
 )
 
-// basePython is Debian's interpreter: a real binary outside root's 0700
-// home, so runs as an unprivileged uid can use envs built on it.
-const basePython = "/usr/bin/python3.11"
+// basePython is the real interpreter envs are built on (see pyinterp.Real);
+// set by newFixture before any use.
+var basePython string
 
 type fixture struct {
 	t      *testing.T
@@ -31,9 +32,7 @@ type fixture struct {
 // hermetic: --no-index --find-links WHEELS --offline.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	if _, err := os.Stat(basePython); err != nil {
-		t.Skipf("no %s", basePython)
-	}
+	basePython = pyinterp.Real(t)
 	uv, err := FindUV(os.Environ())
 	if err != nil {
 		t.Skip(err)
@@ -123,7 +122,7 @@ func TestEnsureRequirements(t *testing.T) {
 			if !slices.Equal(env.Resolved, tt.resolved) {
 				t.Errorf("resolved %q, want %q", env.Resolved, tt.resolved)
 			}
-			if !strings.HasPrefix(env.PythonVersion, "3.11.") {
+			if !strings.HasPrefix(env.PythonVersion, "3.") {
 				t.Errorf("python version %q", env.PythonVersion)
 			}
 			if got := py(t, env.Python, tt.check); got != "ok" {
@@ -279,7 +278,7 @@ func TestConflictCarriesUVExplanation(t *testing.T) {
 
 func TestRequiresPython(t *testing.T) {
 	f := newFixture(t)
-	_, _, err := f.manager().Ensure(context.Background(), Spec{Python: basePython, RequiresPython: ">=3.12", Requirements: []string{"pyexec-alpha"}}, nil)
+	_, _, err := f.manager().Ensure(context.Background(), Spec{Python: basePython, RequiresPython: ">=9", Requirements: []string{"pyexec-alpha"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "requires-python") {
 		t.Fatalf("err = %v", err)
 	}
