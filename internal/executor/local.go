@@ -122,8 +122,9 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 func (l *Local) uv(ctx context.Context) string {
 	l.uvOnce.Do(func() {
 		l.uvVersion = "not installed"
-		path, err := exec.LookPath("uv")
-		if err != nil {
+		// The uv that builds environments (found past pyenv shims).
+		path, err := l.eng.Environments().UVPath()
+		if err != nil || path == "" {
 			return
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
