@@ -121,15 +121,19 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 			spec.ProjectDir, spec.WorkspaceRoot = dir, e.cfg.Workspace
 		}
 	}
-	if len(spec.Requirements) == 0 && spec.ProjectDir == "" {
-		return nil, nil
-	}
-
 	if spec.RequiresPython != "" && req.Python == "" && req.PythonVersion == "" {
-		var err error
-		if interp, err = e.interpreterFor(ctx, interp, spec.RequiresPython); err != nil {
+		chosen, err := e.interpreterFor(ctx, interp, spec.RequiresPython)
+		if err != nil {
 			return nil, err
 		}
+		if len(spec.Requirements) == 0 && chosen.Path != interp.Path {
+			// requires-python alone: no env, just the right interpreter.
+			return &envUse{interp: chosen, strategy: StrategySystem, release: func() {}}, nil
+		}
+		interp = chosen
+	}
+	if len(spec.Requirements) == 0 && spec.ProjectDir == "" {
+		return nil, nil
 	}
 	// Build on the base interpreter, not on a venv that happens to be in the
 	// cwd: a venv's bin/python is a symlink to its base.

@@ -199,6 +199,30 @@ func TestRunInProject(t *testing.T) {
 	}
 }
 
+// TestRunPEP723RequiresPythonAlone: a block with requires-python and no
+// dependencies runs on a matching installed interpreter, no env built.
+func TestRunPEP723RequiresPythonAlone(t *testing.T) {
+	e, _, _ := depsEngine(t)
+	def, err := e.DefaultInterpreter(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newer string
+	for _, it := range e.Interpreters(context.Background()) {
+		if ok, _ := uvenv.SatisfiesPython(it.Version, ">"+def.Version); ok {
+			newer = it.Version
+			break
+		}
+	}
+	if newer == "" {
+		t.Skipf("no interpreter newer than %s installed", def.Version)
+	}
+	res := run(t, e, Request{Code: "# /// script\n# requires-python = \">" + def.Version + "\"\n# ///\nimport sys; print('%d.%d.%d' % sys.version_info[:3])\n"})
+	if res.Stdout != newer+"\n" || res.ExecutionStrategy != StrategySystem || e.Environments().Builds() != 0 {
+		t.Fatalf("got %q (%s), want the newest interpreter %s", res.Stdout, res.ExecutionStrategy, newer)
+	}
+}
+
 // envPhases records environment build phases (EnvironmentObserver).
 type envPhases struct {
 	mu     sync.Mutex
