@@ -1,21 +1,14 @@
-package mcpserver_test
+package mcpserver
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pyexec/pyexec/internal/mcpserver"
+	"github.com/pyexec/pyexec/internal/testutil/mcptest"
 )
-
-var update = flag.Bool("update", false, "rewrite the schema snapshots in testdata/schemas")
 
 var (
 	coreTools    = []string{"benchmark_python", "chunk_code", "plan_batch", "run_python", "run_python_batch", "server_info"}
@@ -50,8 +43,8 @@ func TestToolsets(t *testing.T) {
 		{" Core , compat,core", sorted(coreTools, compatTools)},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
-			cs, _ := connectInMemory(t, testServer{workspace: t.TempDir(), toolsets: tc.spec})
-			got := toolNames(t, cs)
+			cs, _ := connectWithStore(t, testServer{workspace: t.TempDir(), toolsets: tc.spec})
+			got := mcptest.ToolNames(t, cs)
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("tools = %v\nwant    %v", got, tc.want)
@@ -59,66 +52,30 @@ func TestToolsets(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"nope", "core,jbos", ",", ""} {
-		if _, err := mcpserver.ParseToolsets(bad); err == nil {
+		if _, err := ParseToolsets(bad); err == nil {
 			t.Errorf("ParseToolsets(%q) accepted", bad)
 		}
 	}
 }
 
-// TestSchemaSnapshots keeps every tool's input and output schema in
-// testdata so an accidental change shows in review (go test -update
-// rewrites them).
-func TestSchemaSnapshots(t *testing.T) {
-	cs, _ := connectInMemory(t, testServer{workspace: t.TempDir(), toolsets: "all"})
-	dir := filepath.Join("testdata", "schemas")
-	for tool, err := range cs.Tools(context.Background(), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := json.MarshalIndent(map[string]any{"description": tool.Description, "input": tool.InputSchema, "output": tool.OutputSchema}, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, '\n')
-		path := filepath.Join(dir, tool.Name+".json")
-		if *update {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Errorf("%s: no snapshot (run go test -update): %v", tool.Name, err)
-			continue
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s: schema changed; review and run go test -update\n%s", tool.Name, got)
-		}
-	}
-}
-
 func TestScriptsRoundTripAndAutosave(t *testing.T) {
-	cs, store := connectInMemory(t, testServer{workspace: t.TempDir()})
+	cs, store := connectWithStore(t, testServer{workspace: t.TempDir()})
 
-	out, text, isErr := call(t, cs, "save_script", map[string]any{
+	out, text, isErr := mcptest.Call(t, cs, "save_script", map[string]any{
 		"name": "greet", "code": "\"\"\"Greets its first argument.\"\"\"\nimport sys\nprint('hello', sys.argv[1])\n",
 		"requires_python": ">=3.8",
 	})
 	if isErr || out["name"] != "greet" || !strings.Contains(text, "script_name") {
 		t.Fatalf("save_script: %v %q", out, text)
 	}
-	if _, text, isErr := call(t, cs, "save_script", map[string]any{"name": "../evil", "code": "pass"}); !isErr || !strings.Contains(text, "name") {
+	if _, text, isErr := mcptest.Call(t, cs, "save_script", map[string]any{"name": "../evil", "code": "pass"}); !isErr || !strings.Contains(text, "name") {
 		t.Errorf("bad name accepted: %q", text)
 	}
-	if _, text, isErr := call(t, cs, "save_script", map[string]any{"name": "greet", "code": "pass"}); !isErr || !strings.Contains(text, "overwrite") {
+	if _, text, isErr := mcptest.Call(t, cs, "save_script", map[string]any{"name": "greet", "code": "pass"}); !isErr || !strings.Contains(text, "overwrite") {
 		t.Errorf("silent overwrite: %q", text)
 	}
 
-	out, _, isErr = call(t, cs, "list_scripts", nil)
+	out, _, isErr = mcptest.Call(t, cs, "list_scripts", nil)
 	list, _ := out["scripts"].([]any)
 	if isErr || len(list) != 1 {
 		t.Fatalf("list_scripts: %v", out)
@@ -128,30 +85,30 @@ func TestScriptsRoundTripAndAutosave(t *testing.T) {
 		t.Errorf("entry = %v", e)
 	}
 
-	out, text, isErr = call(t, cs, "view_script", map[string]any{"name": "greet"})
+	out, text, isErr = mcptest.Call(t, cs, "view_script", map[string]any{"name": "greet"})
 	if isErr || !strings.Contains(out["source"].(string), "# requires-python = \">=3.8\"") || !strings.Contains(text, "```python") {
 		t.Errorf("view_script: %v %q", out, text)
 	}
 
-	out, _, isErr = call(t, cs, "run_python", map[string]any{"script_name": "greet", "args": []string{"world"}})
+	out, _, isErr = mcptest.Call(t, cs, "run_python", map[string]any{"script_name": "greet", "args": []string{"world"}})
 	if isErr || out["stdout"] != "hello world\n" {
 		t.Errorf("run by script_name: %v", out)
 	}
-	if _, text, isErr := call(t, cs, "run_python", map[string]any{"script_name": "greet", "code": "pass"}); !isErr || !strings.Contains(text, "script_name") {
+	if _, text, isErr := mcptest.Call(t, cs, "run_python", map[string]any{"script_name": "greet", "code": "pass"}); !isErr || !strings.Contains(text, "script_name") {
 		t.Errorf("script_name with code accepted: %q", text)
 	}
-	if _, text, isErr := call(t, cs, "run_python", map[string]any{"script_name": "missing"}); !isErr || !strings.Contains(text, "no script") {
+	if _, text, isErr := mcptest.Call(t, cs, "run_python", map[string]any{"script_name": "missing"}); !isErr || !strings.Contains(text, "no script") {
 		t.Errorf("unknown script_name: %q", text)
 	}
 
 	// Inline code is autosaved with the call's arguments (secrets redacted);
 	// a run by script_name is not.
 	code := "import os; print(os.environ['TOKEN'])"
-	if out, _, _ := call(t, cs, "run_python", map[string]any{"code": code, "env_vars": map[string]string{"TOKEN": "s3cret"}}); out["stdout"] != "s3cret\n" {
+	if out, _, _ := mcptest.Call(t, cs, "run_python", map[string]any{"code": code, "env_vars": map[string]string{"TOKEN": "s3cret"}}); out["stdout"] != "s3cret\n" {
 		t.Fatalf("run: %v", out)
 	}
 	store.Flush()
-	out, _, _ = call(t, cs, "list_scripts", map[string]any{"include_autosaved": true})
+	out, _, _ = mcptest.Call(t, cs, "list_scripts", map[string]any{"include_autosaved": true})
 	list, _ = out["scripts"].([]any)
 	var auto []map[string]any
 	for _, x := range list {
@@ -162,7 +119,7 @@ func TestScriptsRoundTripAndAutosave(t *testing.T) {
 	if len(auto) != 1 {
 		t.Fatalf("autosaved entries = %v", auto)
 	}
-	out, _, isErr = call(t, cs, "view_script", map[string]any{"name": auto[0]["name"], "autosaved": true})
+	out, _, isErr = mcptest.Call(t, cs, "view_script", map[string]any{"name": auto[0]["name"], "autosaved": true})
 	side, _ := out["sidecar"].(map[string]any)
 	args, _ := side["arguments"].(map[string]any)
 	if isErr || out["source"] != code || side["tool"] != "run_python" || args["env_vars"].(map[string]any)["TOKEN"] != "<redacted>" {
@@ -174,8 +131,8 @@ func TestScriptsRoundTripAndAutosave(t *testing.T) {
 }
 
 func TestBenchmarkPythonTool(t *testing.T) {
-	cs, _ := connectInMemory(t, testServer{workspace: t.TempDir()})
-	out, text, isErr := call(t, cs, "benchmark_python", map[string]any{
+	cs, _ := connectWithStore(t, testServer{workspace: t.TempDir()})
+	out, text, isErr := mcptest.Call(t, cs, "benchmark_python", map[string]any{
 		"code":   "def hot():\n    return sum(range(200000))\nprint(hot())\n",
 		"repeat": 2, "warmup": 0, "profile": true,
 	})
@@ -191,39 +148,37 @@ func TestBenchmarkPythonTool(t *testing.T) {
 	if !strings.Contains(text, "| peak RSS (MiB) |") || !strings.Contains(text, "`hot`") {
 		t.Errorf("markdown = %s", text)
 	}
-	if _, text, isErr := call(t, cs, "benchmark_python", map[string]any{"code": "pass", "repeat": 1000}); !isErr || !strings.Contains(text, "repeat") {
+	if _, text, isErr := mcptest.Call(t, cs, "benchmark_python", map[string]any{"code": "pass", "repeat": 1000}); !isErr || !strings.Contains(text, "repeat") {
 		t.Errorf("repeat over the limit: %q", text)
 	}
 }
 
 func TestPlanningTools(t *testing.T) {
-	cs, _ := connectInMemory(t, testServer{workspace: t.TempDir(), maxWorkers: 8})
-	out, text, isErr := call(t, cs, "plan_batch", map[string]any{"items": []any{}, "complexity": "low"})
+	cs, _ := connectWithStore(t, testServer{workspace: t.TempDir(), maxWorkers: 8})
+	out, text, isErr := mcptest.Call(t, cs, "plan_batch", map[string]any{"items": []any{}, "complexity": "low"})
 	if isErr || out["workers"].(float64) != 0 || len(out["chunks"].([]any)) != 0 || !strings.Contains(text, "No items") {
 		t.Errorf("0 items: %v %q", out, text)
 	}
-	out, _, _ = call(t, cs, "plan_batch", map[string]any{"items": []any{"a", 1, map[string]any{"k": "v"}}, "complexity": "low"})
+	out, _, _ = mcptest.Call(t, cs, "plan_batch", map[string]any{"items": []any{"a", 1, map[string]any{"k": "v"}}, "complexity": "low"})
 	if out["workers"].(float64) != 3 || len(out["chunks"].([]any)) != 3 {
 		t.Errorf("more workers than items: %v", out)
 	}
-	if _, text, isErr := call(t, cs, "plan_batch", map[string]any{"items": []any{1}, "complexity": "huge"}); !isErr || !strings.Contains(text, "complexity") {
+	if _, text, isErr := mcptest.Call(t, cs, "plan_batch", map[string]any{"items": []any{1}, "complexity": "huge"}); !isErr || !strings.Contains(text, "complexity") {
 		t.Errorf("bad complexity: %q", text)
 	}
-	out, _, isErr = call(t, cs, "chunk_code", map[string]any{"code": "a = 1\n" + strings.Repeat("x", 20) + "\nb = 2\n", "max_bytes": 10})
+	out, _, isErr = mcptest.Call(t, cs, "chunk_code", map[string]any{"code": "a = 1\n" + strings.Repeat("x", 20) + "\nb = 2\n", "max_bytes": 10})
 	if isErr || len(out["chunks"].([]any)) != 3 || out["oversized"].([]any)[0].(float64) != 1 {
 		t.Errorf("chunk_code: %v", out)
 	}
 }
 
 func TestCompatRejectsWhatItCannotDo(t *testing.T) {
-	cs, _ := connectInMemory(t, testServer{workspace: t.TempDir(), toolsets: "compat"})
+	cs, _ := connectWithStore(t, testServer{workspace: t.TempDir(), toolsets: "compat"})
 	for _, tc := range []struct {
 		tool string
 		args map[string]any
 		want string
 	}{
-		{"run_script_with_dependencies", map[string]any{"script_content": "pass", "dependencies": []string{"requests"}}, "not available yet"},
-		{"benchmark_script", map[string]any{"script_content": "pass", "dependencies": []string{"numpy"}}, "not available yet"},
 		{"run_script_in_dir", map[string]any{"directory": ".", "script_content": "pass", "async_mode": true}, "async_mode"},
 		{"run_script_in_dir", map[string]any{"directory": ".", "script_content": "pass", "script_path": "x.py"}, "not both"},
 		{"run_script_in_dir", map[string]any{"directory": "."}, "script_path"},
@@ -232,7 +187,7 @@ func TestCompatRejectsWhatItCannotDo(t *testing.T) {
 		{"execute_python_script", map[string]any{"script_path": "../outside.py"}, "outside the workspace"},
 		{"execute_python_script", map[string]any{"script_path": "notes.txt"}, "not a .py file"},
 	} {
-		_, text, isErr := call(t, cs, tc.tool, tc.args)
+		_, text, isErr := mcptest.Call(t, cs, tc.tool, tc.args)
 		if !isErr || !strings.Contains(text, tc.want) {
 			t.Errorf("%s %v: isError=%t %q, want an error mentioning %q", tc.tool, tc.args, isErr, text, tc.want)
 		}
@@ -240,9 +195,9 @@ func TestCompatRejectsWhatItCannotDo(t *testing.T) {
 }
 
 func TestCompatTimeoutZeroMeansServerMaximum(t *testing.T) {
-	cs, _ := connectInMemory(t, testServer{workspace: t.TempDir(), toolsets: "compat"})
+	cs, _ := connectWithStore(t, testServer{workspace: t.TempDir(), toolsets: "compat"})
 	start := time.Now()
-	out, text, isErr := call(t, cs, "run_script_in_dir", map[string]any{"directory": ".", "script_content": "import time; time.sleep(0.2); print('ok')", "timeout_seconds": 0})
+	out, text, isErr := mcptest.Call(t, cs, "run_script_in_dir", map[string]any{"directory": ".", "script_content": "import time; time.sleep(0.2); print('ok')", "timeout_seconds": 0})
 	if isErr || out["stdout"] != "ok\n" || out["timed_out"] != false || time.Since(start) < 200*time.Millisecond {
 		t.Errorf("timeout_seconds 0: %v %q", out, text)
 	}

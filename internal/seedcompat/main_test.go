@@ -1,4 +1,4 @@
-package mcpserver_test
+package seedcompat
 
 import (
 	"os"
@@ -8,8 +8,8 @@ import (
 	"github.com/pyexec/pyexec/internal/launcher"
 )
 
-// asCLI makes this test binary act as the pyexec binary, so end-to-end
-// tests can start `pyexec mcp` as a subprocess without building it.
+// asCLI makes this test binary act as the pyexec binary, so the end-to-end
+// test can start `pyexec mcp` as a subprocess without building it.
 const asCLI = "PYEXEC_TEST_AS_CLI"
 
 // TestMain lets this test binary act as the per-run launcher, and as the

@@ -1,8 +1,9 @@
-package mcpserver_test
+package seedcompat
 
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/mcpserver"
+	"github.com/pyexec/pyexec/internal/scripts"
+	"github.com/pyexec/pyexec/internal/testutil/mcptest"
+	"github.com/pyexec/pyexec/internal/testutil/wheels"
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // This file runs every usage example of the three seed READMEs
@@ -29,6 +38,7 @@ type seedEnv struct {
 	uvexec, pyexecutor, pymcp *mcp.ClientSession
 	root                      string // where the README's absolute paths are relocated
 	uvDir, pyexDir            string // workspaces of the uv-exec-mcp and py-executor servers
+	wheels                    string // stand-in wheels for requests, pandas, numpy ("" without uv)
 	waitAutosave              func()
 }
 
@@ -43,19 +53,47 @@ type seedExample struct {
 	check         func(t *testing.T, e *seedEnv, out map[string]any, text string, isErr bool)
 	// skip says why the example is not run here and where it is covered.
 	skip string
+	// deps marks examples that install dependencies (skipped without uv).
+	deps bool
+}
+
+// server is one pyexec MCP server of the test.
+type server struct {
+	workspace  string
+	maxWorkers int
+}
+
+func (e *seedEnv) servers() []struct {
+	dst **mcp.ClientSession
+	server
+} {
+	return []struct {
+		dst **mcp.ClientSession
+		server
+	}{{&e.uvexec, server{e.uvDir, 0}}, {&e.pyexecutor, server{e.pyexDir, 4}}, {&e.pymcp, server{"/tmp", 0}}}
 }
 
 func TestSeedExamplesInMemory(t *testing.T) {
 	e := newSeedFixtures(t)
-	var stores []interface{ Flush() }
-	for _, s := range []struct {
-		dst        **mcp.ClientSession
-		workspace  string
-		maxWorkers int
-	}{{&e.uvexec, e.uvDir, 0}, {&e.pyexecutor, e.pyexDir, 4}, {&e.pymcp, "/tmp", 0}} {
-		cs, store := connectInMemory(t, testServer{workspace: s.workspace, toolsets: "all", maxWorkers: s.maxWorkers})
-		*s.dst = cs
+	var stores []*scripts.Store
+	for _, s := range e.servers() {
+		state := t.TempDir()
+		cfg := engine.Config{Workspace: s.workspace, StateDir: state}
+		if e.wheels != "" {
+			cfg.Deps = engine.DepsConfig{Index: uvenv.IndexSettings{NoIndex: true, Offline: true, FindLinks: []string{e.wheels}}}
+		}
+		eng, err := engine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := scripts.Open(state, scripts.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
 		stores = append(stores, store)
+		all, _ := mcpserver.ParseToolsets("all")
+		*s.dst = mcptest.Connect(t, mcpserver.New(executor.NewLocal(eng, "test", s.maxWorkers), mcpserver.Options{Version: "test", Toolsets: all, Scripts: store}))
 	}
 	e.waitAutosave = func() {
 		for _, s := range stores {
@@ -70,14 +108,23 @@ func TestSeedExamplesSubprocess(t *testing.T) {
 		t.Skip("starts pyexec mcp subprocesses")
 	}
 	e := newSeedFixtures(t)
-	e.uvexec = connectSubprocess(t, testServer{workspace: e.uvDir, toolsets: "all"})
-	e.pyexecutor = connectSubprocess(t, testServer{workspace: e.pyexDir, toolsets: "all", maxWorkers: 4})
-	e.pymcp = connectSubprocess(t, testServer{workspace: "/tmp", toolsets: "all"})
+	for _, s := range e.servers() {
+		args := []string{"mcp", "--toolsets", "all", "--workspace", s.workspace, "--state-dir", t.TempDir(), "--log-level", "warn"}
+		if s.maxWorkers > 0 {
+			args = append(args, "--max-workers", fmt.Sprint(s.maxWorkers))
+		}
+		if e.wheels != "" {
+			args = append(args, "--no-index", "--offline", "--find-links", e.wheels)
+		}
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), asCLI+"=1")
+		*s.dst = mcptest.Command(t, cmd)
+	}
 	e.waitAutosave = func() {
 		// The subprocess writes autosaves in the background: poll briefly.
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			out, _, _ := callNoT(e.pymcp, "py_list_scripts", map[string]any{"include_autosaved": true})
+			out, _, _ := tryCall(e.pymcp, "py_list_scripts", map[string]any{"include_autosaved": true})
 			if n, _ := out["count"].(float64); n >= 5 {
 				return
 			}
@@ -85,6 +132,11 @@ func TestSeedExamplesSubprocess(t *testing.T) {
 		}
 	}
 	runSeedExamples(t, e)
+}
+
+func tryCall(cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, string, bool) {
+	out, text, isErr, _ := mcptest.TryCall(cs, tool, args)
+	return out, text, isErr
 }
 
 func runSeedExamples(t *testing.T, e *seedEnv) {
@@ -96,7 +148,10 @@ func runSeedExamples(t *testing.T, e *seedEnv) {
 			if ex.skip != "" {
 				t.Skip(ex.skip)
 			}
-			out, text, isErr := call(t, ex.server(e), ex.tool, ex.args(e))
+			if ex.deps && e.wheels == "" {
+				t.Skip("uv is not installed: dependency examples cannot run")
+			}
+			out, text, isErr := mcptest.Call(t, ex.server(e), ex.tool, ex.args(e))
 			ex.check(t, e, out, text, isErr)
 		})
 	}
@@ -108,20 +163,36 @@ func newSeedFixtures(t *testing.T) *seedEnv {
 	root := t.TempDir()
 	e := &seedEnv{root: root, uvDir: filepath.Join(root, "my_python_scripts"), pyexDir: filepath.Join(root, "py-executor-work")}
 
+	// The packages the examples install (requests, pandas, numpy) come from
+	// the internet; hermetic stand-in wheels with the same names and the
+	// attributes the examples use are served to uv offline instead.
+	if _, err := uvenv.FindUV(os.Environ()); err == nil {
+		e.wheels = wheels.Dir(t,
+			wheels.Package{Name: "requests", Version: "2.32.3", Files: map[string]string{"__init__.py": "'Stand-in for requests.'\n__version__ = '2.32.3'\n"}},
+			wheels.Package{Name: "pandas", Version: "2.2.3", Files: map[string]string{"__init__.py": pandasStandIn + "\n__version__ = '2.2.3'\n"}},
+			wheels.Package{Name: "numpy", Version: "2.1.0", Files: map[string]string{"__init__.py": "'Stand-in for numpy.'\nfrom math import sqrt\n__version__ = '2.1.0'\n"}},
+		)
+	}
+
 	// uv-exec-mcp "Setup Your Working Directory" and "Running Tests".
-	writeFile(t, filepath.Join(e.uvDir, "hello.py"), `print("Hello from UV HTTP MCP!")`+"\n")
-	writeFile(t, filepath.Join(e.uvDir, "time_test.py"), `print("Current time:", __import__("datetime").datetime.now())`+"\n")
-	writeFile(t, filepath.Join(e.uvDir, "args_test.py"), `import sys; print("Args:", sys.argv[1:])`+"\n")
-	writeFile(t, filepath.Join(e.uvDir, "slow_test.py"), `import time; time.sleep(2); print("Done")`+"\n")
-	writeFile(t, filepath.Join(e.uvDir, "notes.txt"), "not python\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "hello.py"), `print("Hello from UV HTTP MCP!")`+"\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "time_test.py"), `print("Current time:", __import__("datetime").datetime.now())`+"\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "args_test.py"), `import sys; print("Args:", sys.argv[1:])`+"\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "slow_test.py"), `import time; time.sleep(2); print("Done")`+"\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "notes.txt"), "not python\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "project", "pyproject.toml"), "[project]\nname = \"seed-project\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\ndependencies = [\"requests\"]\n")
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "project", "main.py"), "import requests\nprint('project sees requests', requests.__version__)\n")
+	// "Script Types Supported": a PEP 723 script, verbatim from the README
+	// plus a line that shows the packages were importable.
+	mcptest.WriteFile(t, filepath.Join(e.uvDir, "pep723_test.py"), "#!/usr/bin/env -S uv run\n# /// script\n# dependencies = [\"requests\", \"pandas\"]\n# ///\nimport requests\nimport pandas\nprint('requests', requests.__version__, 'pandas', pandas.__version__)\n")
 
 	// py-executor: the files its examples read, and a .venv in the working
 	// directory (the seed uses <cwd>/.venv/bin/python when present) holding
 	// a pandas stand-in: real pandas needs the internet.
-	writeFile(t, filepath.Join(e.pyexDir, "data.txt"), "twelve bytes")
+	mcptest.WriteFile(t, filepath.Join(e.pyexDir, "data.txt"), "twelve bytes")
 	for i := 1; i <= 3; i++ {
-		writeFile(t, filepath.Join(e.pyexDir, fmt.Sprintf("file%d.txt", i)), strings.Repeat("x", i*10))
-		writeFile(t, filepath.Join(e.pyexDir, fmt.Sprintf("data%d.csv", i)), "a,b\n"+strings.Repeat("1,2\n", i))
+		mcptest.WriteFile(t, filepath.Join(e.pyexDir, fmt.Sprintf("file%d.txt", i)), strings.Repeat("x", i*10))
+		mcptest.WriteFile(t, filepath.Join(e.pyexDir, fmt.Sprintf("data%d.csv", i)), "a,b\n"+strings.Repeat("1,2\n", i))
 	}
 	venv := filepath.Join(e.pyexDir, ".venv")
 	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
@@ -131,13 +202,13 @@ func newSeedFixtures(t *testing.T) *seedEnv {
 	if len(sitePkgs) != 1 {
 		t.Fatalf("site-packages of the .venv: %v", sitePkgs)
 	}
-	writeFile(t, filepath.Join(sitePkgs[0], "pandas", "__init__.py"), pandasStandIn)
+	mcptest.WriteFile(t, filepath.Join(sitePkgs[0], "pandas", "__init__.py"), pandasStandIn)
 
 	// python-executor-mcp: the README's directories and files, relocated.
-	writeFile(t, e.rel("work/project/main.py"), "import os, sys\nprint('main.py on Python', sys.version.split()[0])\nprint('DATABASE_URL', os.getenv('DATABASE_URL'))\nprint('DEBUG', os.getenv('DEBUG'))\n")
-	writeFile(t, e.rel("work/test.py"), "import os\nprint(os.getenv('MY_VAR'))\n")
-	writeFile(t, e.rel("work/.env"), "MY_VAR=from_file\n")
-	writeFile(t, e.rel("path/to/.env"), `# Comments are supported
+	mcptest.WriteFile(t, e.rel("work/project/main.py"), "import os, sys\nprint('main.py on Python', sys.version.split()[0])\nprint('DATABASE_URL', os.getenv('DATABASE_URL'))\nprint('DEBUG', os.getenv('DEBUG'))\n")
+	mcptest.WriteFile(t, e.rel("work/test.py"), "import os\nprint(os.getenv('MY_VAR'))\n")
+	mcptest.WriteFile(t, e.rel("work/.env"), "MY_VAR=from_file\n")
+	mcptest.WriteFile(t, e.rel("path/to/.env"), `# Comments are supported
 DATABASE_URL=postgresql://localhost/testdb
 API_KEY="secret123"
 DEBUG=true
@@ -248,7 +319,6 @@ const (
 )
 
 const (
-	depsPending = "needs dependency installation (the dependencies work): not in this build; the compat adapters reject non-empty dependencies clearly (TestCompatRejectsWhatItCannotDo, and example 8.3 here)"
 	jobsPending = "needs background jobs (the jobs work): not in this build, so the job tools are not registered"
 	restCovered = "HTTP API of the execution server (pyexec serve): covered by the REST server's own tests, not by MCP"
 )
@@ -325,8 +395,22 @@ func seedExamples() []seedExample {
 			args: static(map[string]any{"script_path": "../py-executor-work/data.txt.py"}), check: wantToolError("outside the workspace")},
 		{seed: uvSeed, example: "Only .py files can be executed", server: uv, tool: "execute_python_script",
 			args: static(map[string]any{"script_path": "notes.txt"}), check: wantToolError("not a .py file")},
-		{seed: uvSeed, example: "PEP 723 script with dependencies requests, pandas", skip: depsPending + "; hermetic PEP 723 runs with local wheels belong to the dependencies tests"},
-		{seed: uvSeed, example: "Project scripts (pyproject.toml / uv.lock)", skip: depsPending},
+		{seed: uvSeed, example: "PEP 723 script with dependencies requests, pandas (stand-in wheels)", server: uv, tool: "execute_python_script", deps: true,
+			args: static(map[string]any{"script_path": "pep723_test.py", "timeout": 120}),
+			check: func(t *testing.T, e *seedEnv, out map[string]any, text string, isErr bool) {
+				wantStdout("requests 2.32.3 pandas 2.2.3\n")(t, e, out, text, isErr)
+				if out["execution_strategy"] != "uv-env" || !reflect.DeepEqual(out["resolved_dependencies"], []any{"pandas==2.2.3", "requests==2.32.3"}) {
+					t.Errorf("result = %v", out)
+				}
+			}},
+		{seed: uvSeed, example: "Project scripts: a script in a directory with pyproject.toml", server: uv, tool: "execute_python_script", deps: true,
+			args: static(map[string]any{"script_path": "project/main.py", "timeout": 120}),
+			check: func(t *testing.T, e *seedEnv, out map[string]any, text string, isErr bool) {
+				wantStdout("project sees requests 2.32.3\n")(t, e, out, text, isErr)
+				if out["execution_strategy"] != "uv-project" {
+					t.Errorf("execution_strategy = %v", out["execution_strategy"])
+				}
+			}},
 		{seed: uvSeed, example: "curl http://127.0.0.1:8080/health and POST /execute", skip: restCovered},
 
 		// ---------------- py-executor ----------------
@@ -435,9 +519,14 @@ func seedExamples() []seedExample {
 					t.Errorf("text content is not the JSON result: %q", text)
 				}
 			}},
-		{seed: mcpSeed, example: "8.3 run_script_with_dependencies requests (dependencies not in this build: clear error)", server: pymcp, tool: "run_script_with_dependencies",
-			args:  static(map[string]any{"script_content": "import requests; print(requests.__version__)", "python_version": "3.13", "dependencies": []string{"requests"}}),
-			check: wantToolError("not available yet")},
+		{seed: mcpSeed, example: "8.3 run_script_with_dependencies requests (stand-in wheel)", server: pymcp, tool: "run_script_with_dependencies", deps: true,
+			args: static(map[string]any{"script_content": "import requests; print(requests.__version__)", "python_version": "3.13", "dependencies": []string{"requests"}}),
+			check: func(t *testing.T, e *seedEnv, out map[string]any, text string, isErr bool) {
+				pyexecMCPRun("2.32.3\n", "resolved_dependencies", "python_version_used")(t, e, out, text, isErr)
+				if !reflect.DeepEqual(out["resolved_dependencies"], []any{"requests==2.32.3"}) || !strings.HasPrefix(fmt.Sprint(out["python_version_used"]), "3.13") {
+					t.Errorf("result = %v", out)
+				}
+			}},
 		{seed: mcpSeed, example: "8.4 benchmark_script", server: pymcp, tool: "benchmark_script",
 			args: static(map[string]any{"script_content": "print(sum(i*i for i in range(500000)))", "python_version": "3.13", "dependencies": []string{}}),
 			check: func(t *testing.T, e *seedEnv, out map[string]any, text string, isErr bool) {
@@ -467,7 +556,7 @@ func seedExamples() []seedExample {
 		{seed: mcpSeed, example: "8.9 kill_job", skip: jobsPending},
 		{seed: mcpSeed, example: "6.2 py_job_status, py_list_jobs, py_cancel_job, py_prune_jobs", skip: jobsPending},
 		{seed: mcpSeed, example: "4.3 list_running_jobs, get_job_output, kill_job", skip: jobsPending},
-		{seed: mcpSeed, example: "16 combined workflow (numpy, async, job-stream)", skip: jobsPending + "; " + depsPending},
+		{seed: mcpSeed, example: "16 combined workflow (numpy, async, job-stream)", skip: jobsPending},
 		{seed: mcpSeed, example: "7.1 env_vars dict with run_script_in_dir", server: pymcp, tool: "run_script_in_dir",
 			args: func(e *seedEnv) map[string]any {
 				return map[string]any{"directory": e.rel("/work/project"), "script_path": "main.py",
@@ -545,7 +634,7 @@ func seedExamples() []seedExample {
 // autosaved run (whose sidecar py_view_script should show).
 func newestAutosaved(e *seedEnv) string {
 	e.waitAutosave()
-	out, _, _ := callNoT(e.pymcp, "py_list_scripts", map[string]any{"include_autosaved": true})
+	out, _, _ := tryCall(e.pymcp, "py_list_scripts", map[string]any{"include_autosaved": true})
 	list, _ := out["scripts"].([]any)
 	if len(list) == 0 {
 		return "none"
