@@ -2,14 +2,12 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
-	"github.com/pyexec/pyexec/internal/executor"
 )
 
 // The compat toolset: every tool the three seed servers document, under its
@@ -46,11 +44,15 @@ type serverMode struct {
 // urlExecutor is implemented by executors that talk to a remote server.
 type urlExecutor interface{ URL() string }
 
+// engineExecutor is implemented by the in-process executors (Local and the
+// ones built on it), which hold the engine itself.
+type engineExecutor interface{ Engine() *engine.Engine }
+
 func (t *tools) mode() serverMode {
 	if u, ok := t.ex.(urlExecutor); ok {
 		return serverMode{Mode: "remote", URL: u.URL()}
 	}
-	if _, ok := t.ex.(*executor.Local); ok {
+	if _, ok := t.ex.(engineExecutor); ok {
 		return serverMode{Mode: "embedded"}
 	}
 	return serverMode{Mode: "remote"}
@@ -75,21 +77,13 @@ func (t *tools) seedTimeout(ctx context.Context, seconds *float64) (float64, err
 	return info.Limits.MaxTimeoutSeconds, nil
 }
 
-// resolvedDependencies reads resolved_dependencies from a result when this
-// build's engine reports it, and is empty otherwise. Reading it through the
-// JSON keeps the adapters right whether or not the field exists yet.
-func resolvedDependencies(v any) []string {
-	b, err := json.Marshal(v)
-	if err != nil {
+// resolvedDependencies is the result's resolved_dependencies, never null:
+// the seed documents the field as always present.
+func resolvedDependencies(r engine.Result) []string {
+	if r.ResolvedDependencies == nil {
 		return []string{}
 	}
-	var m struct {
-		Deps []string `json:"resolved_dependencies"`
-	}
-	if json.Unmarshal(b, &m) != nil || m.Deps == nil {
-		return []string{}
-	}
-	return m.Deps
+	return r.ResolvedDependencies
 }
 
 // errNoJobs rejects async_mode until background jobs exist in this build.
