@@ -36,8 +36,12 @@ func (t *tools) registerBenchmark(srv *mcp.Server) {
 }
 
 func (t *tools) benchmarkPython(ctx context.Context, req *mcp.CallToolRequest, in BenchmarkPythonInput) (*mcp.CallToolResult, BenchmarkPythonOutput, error) {
-	if err := t.prepareInline(ctx, "benchmark_python", &in.Request, in.ScriptName); err != nil {
+	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	if err != nil {
 		return nil, BenchmarkPythonOutput{}, err
+	}
+	if inline {
+		t.autosave("benchmark_python", in.Request, "")
 	}
 	res, err := executor.Benchmark(ctx, t.ex, in.BenchmarkRequest, progressTo(ctx, req))
 	if err != nil {

@@ -108,30 +108,30 @@ func (t *tools) viewScript(_ context.Context, _ *mcp.CallToolRequest, in ViewScr
 	return render(in.Rendering, out, func() string { return renderScript(sc) }), out, nil
 }
 
-// prepareInline resolves script_name into the request's code and autosaves
-// inline code. A saved script runs as inline code: it lives in the state
-// directory, outside the workspace that script_path is confined to.
-func (t *tools) prepareInline(_ context.Context, tool string, req *engine.Request, scriptName string) error {
+// resolveScriptName turns script_name into the request's code. A saved
+// script runs as inline code: it lives in the state directory, outside the
+// workspace that script_path is confined to. inline reports whether the
+// caller sent its own inline code (which is then autosaved).
+func (t *tools) resolveScriptName(req *engine.Request, scriptName string) (inline bool, err error) {
 	if scriptName == "" {
-		t.autosave(tool, *req, "")
-		return nil
+		return req.Code != "", nil
 	}
 	if req.Code != "" || req.ScriptPath != "" {
-		return errors.New("script_name: give one of code, script_path or script_name")
+		return false, errors.New("script_name: give one of code, script_path or script_name")
 	}
 	if t.scripts == nil {
-		return errors.New("script_name: this server has no script store")
+		return false, errors.New("script_name: this server has no script store")
 	}
 	src, err := t.scripts.Source(scriptName)
 	if err != nil {
 		var fe *scripts.FieldError
 		if errors.As(err, &fe) {
-			return fmt.Errorf("script_name: %w", fe.Err)
+			return false, fmt.Errorf("script_name: %w", fe.Err)
 		}
-		return err
+		return false, err
 	}
 	req.Code = src
-	return nil
+	return false, nil
 }
 
 // autosave queues inline code with the call's other arguments (code left

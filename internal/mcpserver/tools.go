@@ -84,8 +84,12 @@ func (t *tools) registerCore(srv *mcp.Server) {
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
-	if err := t.prepareInline(ctx, "run_python", &in.Request, in.ScriptName); err != nil {
+	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	if err != nil {
 		return nil, RunPythonOutput{}, err
+	}
+	if inline {
+		t.autosave("run_python", in.Request, "")
 	}
 	res, err := t.ex.Run(ctx, in.Request, progressTo(ctx, req))
 	if err != nil {
