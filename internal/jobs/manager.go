@@ -101,6 +101,9 @@ type Manager struct {
 	live    map[string]*liveJob // pending and running jobs
 	queue   []*liveJob          // pending jobs in arrival order
 	running int
+
+	// onWait, when set (tests only), is called when Output is about to block.
+	onWait func()
 }
 
 // Open opens the state directory's job store, fails the jobs a previous

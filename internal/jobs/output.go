@@ -116,6 +116,9 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 		if progressed || st.final || timer == nil || st.changed == nil {
 			return ch, nil
 		}
+		if m.onWait != nil {
+			m.onWait()
+		}
 		select {
 		case <-st.changed:
 		case <-timer.C:
