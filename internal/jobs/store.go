@@ -203,12 +203,12 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanJob(sc scanner, withRequest bool) (Job, error) {
 	var (
-		j                                  Job
-		status                             string
-		created                            int64
-		started, finished, exit            sql.NullInt64
-		runInfo, progress, request         sql.NullString
-		dest                               = []any{}
+		j                          Job
+		status                     string
+		created                    int64
+		started, finished, exit    sql.NullInt64
+		runInfo, progress, request sql.NullString
+		dest                       = []any{}
 	)
 	dest = append(dest, &j.ID, &j.Label, &status, &created, &started, &finished, &j.TimedOut, &exit,
 		&j.Error, &j.PID, &j.TimeoutSeconds, &runInfo, &progress, &j.StdoutBytes, &j.StderrBytes,
