@@ -52,7 +52,12 @@ func tmpRoot(state string) string { return filepath.Join(state, "tmp") }
 // rejected or could not be started (a *RequestError names the field); a run
 // that fails is a Result with ExitCode != 0.
 func (e *Engine) Run(ctx context.Context, req Request, obs Observer) (Result, error) {
-	p, err := e.prepare(ctx, &req)
+	return e.RunWith(ctx, req, obs, Extras{})
+}
+
+// RunWith is Run with per-run additions (see Extras) that background jobs need.
+func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extras) (Result, error) {
+	p, err := e.prepare(ctx, &req, x)
 	if err != nil {
 		return Result{}, err
 	}
@@ -70,9 +75,11 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
+
+	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 }
 
-func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
+func (e *Engine) prepare(ctx context.Context, req *Request, x Extras) (*prepared, error) {
 	switch {
 	case req.Code != "" && req.ScriptPath != "":
 		return nil, badRequest("code", "give either code or script_path, not both")
@@ -84,6 +91,9 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	timeout, err := e.timeout(req.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if x.Timeout > 0 {
+		timeout = x.Timeout
 	}
 	cwd, err := e.resolveCwd(req.Cwd)
 	if err != nil {
@@ -107,10 +117,12 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 		return nil, fmt.Errorf("create run temp dir: %w", err)
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
+	x.applyBefore(env)
 	if err := e.applyRequestEnv(env, req, cwd); err != nil {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
+	x.applyAfter(env)
 	argv := append([]string{interp.Path, "-u", file}, req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
@@ -119,7 +131,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, extraFiles: x.ExtraFiles,
 	}, nil
 }
 

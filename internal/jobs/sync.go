@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -27,6 +28,14 @@ type SyncOptions struct {
 	// growth, progress) while RunSync waits, from RunSync's goroutine.
 	// The MCP layer turns them into progress notifications.
 	OnEvent func(Event)
+	// OnStart, when set, is called with the job once it is created, before
+	// RunSync waits (heartbeats can then poll Get).
+	OnStart func(Job)
+	// Ephemeral removes the job (row and logs) when the run does not end up
+	// in the background: it finished within the budget, was rejected, or
+	// the caller cancelled. Synchronous tools set it so that only handed-off
+	// runs appear in list_jobs and the store does not grow with every call.
+	Ephemeral bool
 }
 
 // SyncOutcome is the result of RunSync: either the run's Result (it finished
@@ -60,6 +69,9 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 		return SyncOutcome{}, err
 	}
 	id := lj.job.ID
+	if opts.OnStart != nil {
+		opts.OnStart(lj.snapshot(false))
+	}
 	var events <-chan Event
 	if opts.OnEvent != nil {
 		ch, unsubscribe, err := m.Subscribe(ctx, id)
@@ -77,7 +89,7 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 	for {
 		select {
 		case <-lj.done:
-			return m.syncDone(lj)
+			return m.syncDone(lj, opts.Ephemeral)
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -93,7 +105,7 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 			}
 			select {
 			case <-lj.done: // finished meanwhile: a result beats a handoff
-				return m.syncDone(lj)
+				return m.syncDone(lj, opts.Ephemeral)
 			default:
 			}
 			return SyncOutcome{Job: lj.snapshot(false), Output: &out}, nil
@@ -103,17 +115,22 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 			cancel()
 			if err != nil {
 				m.log.Error("cancelling a job whose caller went away", "job", id, "err", err)
+			} else if opts.Ephemeral {
+				m.forget(id)
 			}
 			return SyncOutcome{Job: j}, ctx.Err()
 		}
 	}
 }
 
-func (m *Manager) syncDone(lj *liveJob) (SyncOutcome, error) {
+func (m *Manager) syncDone(lj *liveJob, ephemeral bool) (SyncOutcome, error) {
 	j := lj.snapshot(false)
 	lj.mu.Lock()
 	res, runErr := lj.result, lj.runErr
 	lj.mu.Unlock()
+	if ephemeral {
+		m.forget(j.ID)
+	}
 	if res == nil {
 		if runErr == nil {
 			runErr = fmt.Errorf("job %s ended %s without a result: %s", j.ID, j.Status, j.Error)
@@ -121,4 +138,18 @@ func (m *Manager) syncDone(lj *liveJob) (SyncOutcome, error) {
 		return SyncOutcome{Job: j}, runErr
 	}
 	return SyncOutcome{Job: j, Result: res}, nil
+}
+
+// forget removes a finished job's row and logs (best effort: a leftover is
+// only clutter that prune removes later).
+func (m *Manager) forget(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.store.deleteFinished(ctx, []string{id}); err != nil {
+		m.log.Warn("removing a synchronous run's job", "job", id, "err", err)
+		return
+	}
+	if err := os.RemoveAll(jobDir(m.cfg.StateDir, id)); err != nil {
+		m.log.Warn("removing a synchronous run's logs", "job", id, "err", err)
+	}
 }

@@ -105,3 +105,22 @@ func TestRunSyncReturnsRunError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRunSyncEphemeralLeavesNoJob(t *testing.T) {
+	m, f, _ := openTest(t, nil)
+	started := make(chan Job, 1)
+	got := make(chan SyncOutcome, 1)
+	go func() {
+		out, _ := m.RunSync(context.Background(), code("x"), SyncOptions{Ephemeral: true, OnStart: func(j Job) { started <- j }})
+		got <- out
+	}()
+	j := <-started
+	f.next(t).exit(t, 0)
+	out := <-got
+	if out.Result == nil || out.Job.ID != j.ID {
+		t.Fatalf("outcome = %+v", out)
+	}
+	if _, err := m.store.get(context.Background(), j.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ephemeral job still stored: %v", err)
+	}
+}
