@@ -23,7 +23,7 @@ func BenchmarkStoreChurn(b *testing.B) {
 	for b.Loop() {
 		now := time.Now()
 		j := Job{ID: newID(), Status: StatusPending, CreatedAt: now, Request: req}
-		if err := st.insert(ctx, &j); err != nil {
+		if err := st.insert(ctx, &j, "bench"); err != nil {
 			b.Fatal(err)
 		}
 		j.Status, j.StartedAt, j.PID = StatusRunning, &now, 1234

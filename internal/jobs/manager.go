@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -83,12 +82,15 @@ const backstopGrace = 30 * time.Second
 
 // Manager owns the jobs of one state directory: the queue, the running jobs,
 // their logs and the store. It is safe for concurrent use. Only one Manager
-// (one process) may own a state directory at a time: Open takes a lock.
+// Several Managers (processes) may share a state directory: each only
+// runs, cancels and recovers its own jobs (see owner.go) and reads the
+// others' from the store and logs.
 type Manager struct {
 	cfg       Config
 	log       *slog.Logger
 	store     *store
-	lockFile  *os.File
+	owner     string   // this Manager's id, stamped on its jobs
+	lockFile  *os.File // flock held while alive (see owner.go)
 	helperDir string
 	hub       *hub
 
@@ -141,7 +143,8 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
 		return nil, fmt.Errorf("jobs: create state dir: %w", err)
 	}
-	lock, err := lockStateDir(cfg.StateDir)
+	owner := newID()
+	lock, err := takeOwnerLock(cfg.StateDir, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -154,66 +157,26 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       logger.With("component", "jobs"),
 		store:     st,
+		owner:     owner,
 		lockFile:  lock,
 		helperDir: filepath.Join(cfg.StateDir, "pylib"),
 		hub:       newHub(cfg.NotifyInterval),
 		live:      map[string]*liveJob{},
 	}
-	if err := m.recover(ctx); err != nil {
+	if err := m.recoverOrphans(ctx); err != nil {
 		st.close()
-		lock.Close()
+		releaseOwnerLock(lock)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	if err := writeHelper(m.helperDir); err != nil {
 		st.close()
-		lock.Close()
+		releaseOwnerLock(lock)
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	m.baseCtx, m.stop = context.WithCancel(context.Background())
+	m.wg.Add(1)
+	go m.sweepOrphans()
 	return m, nil
-}
-
-// lockStateDir takes an exclusive flock on <state-dir>/jobs.lock, so a second
-// server on the same directory cannot "recover" (fail) the first one's jobs.
-// The kernel drops the lock when the process dies, even by SIGKILL.
-func lockStateDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "jobs.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: open lock %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("jobs: state dir %s is in use by another pyexec process; give each server its own --state-dir", dir)
-		}
-		return nil, fmt.Errorf("jobs: lock %s: %w", path, err)
-	}
-	return f, nil
-}
-
-// recover marks jobs left pending or running by a previous process as failed.
-func (m *Manager) recover(ctx context.Context) error {
-	ids, err := m.store.unfinished(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now().UTC()
-	for _, id := range ids {
-		dir := jobDir(m.cfg.StateDir, id)
-		out, err1 := statLog(filepath.Join(dir, stdoutLogName), m.cfg.LogCap)
-		errs, err2 := statLog(filepath.Join(dir, stderrLogName), m.cfg.LogCap)
-		if err := errors.Join(err1, err2); err != nil {
-			m.log.Warn("reading logs of an abandoned job", "job", id, "err", err)
-		}
-		if err := m.store.markAbandoned(ctx, id, now, out, errs); err != nil {
-			return err
-		}
-	}
-	if len(ids) > 0 {
-		m.log.Info("marked jobs of a previous run as failed", "count", len(ids))
-	}
-	return nil
 }
 
 // HelperDir is the directory holding the pyexec_progress module; runs that
@@ -249,7 +212,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		err = fmt.Errorf("jobs: close: running jobs did not stop in time: %w", ctx.Err())
 	}
 	m.hub.closeAll()
-	return errors.Join(err, m.store.close(), m.lockFile.Close())
+	return errors.Join(err, m.store.close(), releaseOwnerLock(m.lockFile))
 }
 
 func newID() string {
@@ -317,7 +280,7 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string) (
 		return nil, fmt.Errorf("%w (%d pending, %d running; limits: --max-queue %d, --max-concurrent %d)",
 			ErrBusy, len(m.queue), m.running, m.cfg.MaxQueue, m.cfg.MaxConcurrent)
 	}
-	if err := m.store.insert(ctx, &lj.job); err != nil {
+	if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
 		return nil, fmt.Errorf("jobs: start: %w", err)
 	}
 	m.live[lj.job.ID] = lj
@@ -368,7 +331,11 @@ func (m *Manager) Cancel(ctx context.Context, id string) (Job, error) {
 	lj := m.live[id]
 	if lj == nil {
 		m.mu.Unlock()
-		return m.store.get(ctx, id)
+		j, err := m.store.get(ctx, id)
+		if err == nil && !j.Status.Terminal() {
+			return j, fmt.Errorf("job %s is %s in another pyexec process sharing this state dir; cancel it through that server", id, j.Status)
+		}
+		return j, err
 	}
 	if !lj.dequeued {
 		for i, q := range m.queue {

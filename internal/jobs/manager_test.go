@@ -264,11 +264,54 @@ func TestValidateRejectsBeforeCreatingJob(t *testing.T) {
 	}
 }
 
-func TestSecondManagerOnSameStateDirIsRefused(t *testing.T) {
-	_, _, cfg := openTest(t, nil)
-	if m2, err := Open(context.Background(), cfg); err == nil {
-		m2.Close(context.Background())
-		t.Fatal("second Open on the same state dir succeeded")
+// Two servers on one state dir (two MCP clients starting pyexec with the
+// default --state-dir): neither fails the other's running jobs, each reads
+// the other's output, and a dead one's jobs are recovered by the survivor.
+func TestManagersShareStateDir(t *testing.T) {
+	a, fa, cfg := openTest(t, nil)
+	ctx := context.Background()
+	j, _ := a.Start(ctx, code("A"), "")
+	ca := fa.next(t)
+	ca.stdout(t, "from A\n")
+
+	fb := newFake()
+	cfgB := cfg
+	cfgB.Run = fb.run
+	b, err := Open(ctx, cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	got, err := b.Get(ctx, j.ID)
+	if err != nil || got.Status != StatusRunning {
+		t.Fatalf("B sees A's job as %+v, %v; want it left running", got, err)
+	}
+	ch, err := b.Output(ctx, j.ID, Cursor{})
+	if err != nil || ch.Stdout != "from A\n" || ch.Done {
+		t.Fatalf("B reads A's output: %+v, %v", ch, err)
+	}
+	// A long-poll from B on A's job sees A's next line (B polls the log).
+	got2 := make(chan Chunk, 1)
+	go func() {
+		ch, _ := b.Output(ctx, j.ID, Cursor{StdoutOffset: ch.StdoutOffset, Wait: time.Minute})
+		got2 <- ch
+	}()
+	ca.stdout(t, "more\n")
+	if ch := <-got2; ch.Stdout != "more\n" {
+		t.Fatalf("B's long poll got %+v", ch)
+	}
+	if _, err := b.Cancel(ctx, j.ID); err == nil {
+		t.Fatal("B cancelled A's job without an error")
+	}
+
+	a.crash()
+	defer func() { a.stop(); a.wg.Wait() }()
+	if err := b.recoverOrphans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = b.Get(ctx, j.ID)
+	if got.Status != StatusFailed || got.Error != MsgRestarted {
+		t.Fatalf("after A died: %+v", got)
 	}
 }
 

@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// foreignPollInterval is how often a long-poll re-reads the logs of a job
+// run by another process sharing the state dir.
+const foreignPollInterval = 100 * time.Millisecond
+
 // DefaultChunkBytes is how much of each stream Output returns when
 // Cursor.MaxBytes is unset.
 const DefaultChunkBytes = 256 << 10
@@ -68,8 +72,10 @@ func (m *Manager) outputState(ctx context.Context, id string) (outputState, erro
 	if err != nil {
 		return outputState{}, err
 	}
+	// Not ours: finished, or run by another process sharing the state dir
+	// (then its logs may still grow and we cannot be woken: Output polls).
 	dir := jobDir(m.cfg.StateDir, id)
-	st := outputState{status: j.Status, final: true}
+	st := outputState{status: j.Status, final: j.Status.Terminal()}
 	if st.stdout, err = statLog(filepath.Join(dir, stdoutLogName), m.cfg.LogCap); err != nil {
 		return outputState{}, fmt.Errorf("job %s stdout: %w", id, err)
 	}
@@ -113,14 +119,19 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 		}
 		ch.Done = st.final && ch.StdoutOffset == st.stdout.size && ch.StderrOffset == st.stderr.size
 		progressed := ch.StdoutOffset != c.StdoutOffset || ch.StderrOffset != c.StderrOffset
-		if progressed || st.final || timer == nil || st.changed == nil {
+		if progressed || st.final || timer == nil {
 			return ch, nil
+		}
+		var poll <-chan time.Time
+		if st.changed == nil { // another process's job: no in-process wakeup exists
+			poll = time.After(foreignPollInterval)
 		}
 		if m.onWait != nil {
 			m.onWait()
 		}
 		select {
 		case <-st.changed:
+		case <-poll:
 		case <-timer.C:
 			return ch, nil
 		case <-ctx.Done():

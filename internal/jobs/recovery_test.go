@@ -21,7 +21,7 @@ func (m *Manager) crash() {
 	m.closed = true
 	m.mu.Unlock()
 	m.store.close()
-	m.lockFile.Close()
+	m.lockFile.Close() // the kernel drops the flock; the file stays, as after SIGKILL
 }
 
 func TestRestartRecoveryFailsUnfinishedJobs(t *testing.T) {

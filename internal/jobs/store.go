@@ -48,6 +48,8 @@ var migrations = []string{
 	);
 	CREATE INDEX jobs_created ON jobs(created_at DESC);
 	CREATE INDEX jobs_status ON jobs(status, created_at DESC);`,
+	// The Manager (process) running a job: see owner.go.
+	`ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
 }
 
 func dsn(path string, readOnly bool) string {
@@ -151,13 +153,13 @@ func redact(req engine.Request) engine.Request {
 	return req
 }
 
-func (s *store) insert(ctx context.Context, j *Job) error {
+func (s *store) insert(ctx context.Context, j *Job, owner string) error {
 	req, err := json.Marshal(redact(*j.Request))
 	if err != nil {
 		return fmt.Errorf("encode request of job %s: %w", j.ID, err)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO jobs (id, label, status, created_at, timeout_seconds, request)
-		VALUES (?, ?, ?, ?, ?, ?)`, j.ID, j.Label, string(j.Status), nanos(j.CreatedAt), j.TimeoutSeconds, string(req))
+	_, err = s.w.ExecContext(ctx, `INSERT INTO jobs (id, label, status, created_at, timeout_seconds, request, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Label, string(j.Status), nanos(j.CreatedAt), j.TimeoutSeconds, string(req), owner)
 	if err != nil {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
@@ -313,23 +315,23 @@ func (s *store) list(ctx context.Context, f Filter) (JobList, error) {
 	return out, nil
 }
 
-// unfinished returns the ids of jobs left pending or running, which after a
-// restart have nobody running them.
-func (s *store) unfinished(ctx context.Context) ([]string, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT id FROM jobs WHERE status IN ('pending','running')`)
+// unfinished returns the ids of pending and running jobs of other owners,
+// grouped by owner.
+func (s *store) unfinished(ctx context.Context, except string) (map[string][]string, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT owner, id FROM jobs WHERE status IN ('pending','running') AND owner != ?`, except)
 	if err != nil {
 		return nil, fmt.Errorf("find unfinished jobs: %w", err)
 	}
 	defer rows.Close()
-	var ids []string
+	out := map[string][]string{}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var owner, id string
+		if err := rows.Scan(&owner, &id); err != nil {
 			return nil, fmt.Errorf("find unfinished jobs: %w", err)
 		}
-		ids = append(ids, id)
+		out[owner] = append(out[owner], id)
 	}
-	return ids, rows.Err()
+	return out, rows.Err()
 }
 
 // markAbandoned fails one unfinished job after a restart, recording the log
