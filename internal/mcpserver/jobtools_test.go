@@ -24,7 +24,7 @@ type jobHarness struct {
 	updates chan string // URIs of notifications/resources/updated
 }
 
-func newJobHarness(t *testing.T, budget time.Duration) *jobHarness {
+func newJobHarness(t testing.TB, budget time.Duration) *jobHarness {
 	t.Helper()
 	eng, err := engine.New(engine.Config{Workspace: t.TempDir(), StateDir: t.TempDir()})
 	if err != nil {
@@ -286,4 +286,15 @@ func checkSnapshot(t *testing.T, tool *mcp.Tool) {
 	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
 		t.Errorf("%s schema changed; if intended, run go test ./internal/mcpserver -update\n%s", tool.Name, got)
 	}
+}
+
+func newJobHarnessB(b *testing.B) *jobHarness { return newJobHarness(b, time.Minute) }
+
+func (h *jobHarness) callB(tb testing.TB, ctx context.Context, name string, args any) *mcp.CallToolResult {
+	tb.Helper()
+	res, err := h.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil || res.IsError {
+		tb.Fatalf("CallTool %s: %v %s", name, err, text(res))
+	}
+	return res
 }
