@@ -3,6 +3,7 @@ module github.com/pyexec/pyexec
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	golang.org/x/sys v0.50.0
 	modernc.org/sqlite v1.62.0

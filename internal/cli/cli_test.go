@@ -3,11 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -125,5 +129,60 @@ func TestDoctor(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// When the server is killed outright (SIGKILL, no chance to clean up), the
+// kernel tells each run's launcher (parent-death signal) and the launcher
+// takes the run's whole tree down, setsid grandchildren included.
+func TestServerDeathKillsRuns(t *testing.T) {
+	ws := t.TempDir()
+	ctx := context.Background()
+	cmd := pyexec(t, ws, "mcp", "--log-level", "error")
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	pidFile := filepath.Join(ws, "pids")
+	code := `import os, time
+if os.fork() == 0:
+    os.setsid()
+    with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
+    time.sleep(600)
+with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
+time.sleep(600)
+`
+	go cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}})
+	var pids []int
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(pidFile)
+		pids = nil
+		for _, f := range strings.Fields(string(data)) {
+			var p int
+			fmt.Sscan(f, &p)
+			pids = append(pids, p)
+		}
+		return len(pids) == 2
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		waitFor(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	}
+}
+
+// waitFor polls cond until it holds, failing after 15 s. It is for states
+// another process reaches on its own, with no event the test can wait on.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 15 s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -60,9 +60,13 @@ func TestMCPJobAfterServerSIGKILL(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no job id: %v", start)
 	}
-	got := callJSON(t, cs, "get_job", map[string]any{"job_id": id, "wait": 30})
-	if got["stdout"] != "before the crash\n" {
-		t.Fatalf("get_job before the crash: %v", got)
+	printed := ""
+	for !strings.HasSuffix(printed, "\n") { // print may arrive in two writes
+		got := callJSON(t, cs, "get_job", map[string]any{"job_id": id, "stdout_offset": len(printed), "wait": 30})
+		if got["status"] != "running" {
+			t.Fatalf("get_job before the crash: %v", got)
+		}
+		printed += got["stdout"].(string)
 	}
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -85,7 +89,7 @@ func TestMCPJobAfterServerSIGKILL(t *testing.T) {
 
 	cs2, _ := mcpServer(t, ws, state)
 	defer cs2.Close()
-	got = callJSON(t, cs2, "get_job", map[string]any{"job_id": id})
+	got := callJSON(t, cs2, "get_job", map[string]any{"job_id": id})
 	if got["status"] != "failed" || !strings.Contains(fmt.Sprint(got["error"]), "server restarted") || got["stdout"] != "before the crash\n" {
 		t.Fatalf("after restart: %v", got)
 	}

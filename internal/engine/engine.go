@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // Engine runs Python requests. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
 	interps interpreters
+	envs    *uvenv.Manager // dependency environments (environment.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -28,7 +31,11 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
 	}
-	return &Engine{cfg: cfg}, nil
+	envs, err := newEnvironments(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{cfg: cfg, envs: envs}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -57,12 +64,15 @@ func (e *Engine) Run(ctx context.Context, req Request, obs Observer) (Result, er
 
 // RunWith is Run with per-run additions (see Extras) that background jobs need.
 func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extras) (Result, error) {
-	p, err := e.prepare(ctx, &req, x)
+	p, err := e.prepare(ctx, &req, obs, x)
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(p.tmpDir)
-	return e.execute(ctx, p, obs)
+	defer p.uv.done()
+	res, err := e.execute(ctx, p, obs)
+	res.ResolvedDependencies = p.uv.resolvedDependencies()
+	return res, err
 }
 
 // prepared is a request turned into what to exec.
@@ -75,11 +85,12 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
+	uv       *envUse // the uv environment the run uses, or nil
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 }
 
-func (e *Engine) prepare(ctx context.Context, req *Request, x Extras) (*prepared, error) {
+func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
 	switch {
 	case req.Code != "" && req.ScriptPath != "":
 		return nil, badRequest("code", "give either code or script_path, not both")
@@ -111,6 +122,18 @@ func (e *Engine) prepare(ctx context.Context, req *Request, x Extras) (*prepared
 	if err != nil {
 		return nil, err
 	}
+	uv, err := e.environment(ctx, req, file, cwd, interp, obs)
+	if err != nil {
+		return nil, err
+	}
+	if uv != nil {
+		defer func() {
+			if err != nil {
+				uv.done()
+			}
+		}()
+		interp, strategy = uv.interp, uv.strategy
+	}
 
 	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "run-")
 	if err != nil {
@@ -131,7 +154,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, x Extras) (*prepared
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy, extraFiles: x.ExtraFiles,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
 	}, nil
 }
 

@@ -156,6 +156,9 @@ func (h *jobHeartbeat) beat(ctx context.Context) {
 	}
 	p := Progress{ElapsedSeconds: time.Since(h.start).Seconds(), StdoutBytes: j.StdoutBytes, StderrBytes: j.StderrBytes}
 	p.Message = fmt.Sprintf("running %.1fs, %d B stdout, %d B stderr", p.ElapsedSeconds, p.StdoutBytes, p.StderrBytes)
+	if j.Phase != "" {
+		p.Message = fmt.Sprintf("%.1fs, building the Python environment: %s", p.ElapsedSeconds, j.Phase)
+	}
 	if sp := j.Progress; sp != nil {
 		p.Message = ScriptProgressText(sp) + " · " + p.Message
 	}

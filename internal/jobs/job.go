@@ -96,7 +96,10 @@ type Job struct {
 	TimeoutSeconds float64 `json:"timeout_seconds" jsonschema:"Time limit of the run in seconds (0: none)."`
 
 	Progress *Progress `json:"progress,omitempty" jsonschema:"Last progress reported by the script."`
-	Run      *RunInfo  `json:"run,omitempty" jsonschema:"Interpreter and timing of the finished run."`
+	// Phase is transient (never stored): set while the run prepares, e.g.
+	// while uv builds its environment.
+	Phase string   `json:"phase,omitempty" jsonschema:"What the run is doing before Python starts, such as building its Python environment with uv; absent once Python runs."`
+	Run   *RunInfo `json:"run,omitempty" jsonschema:"Interpreter and timing of the finished run."`
 
 	StdoutBytes     int64 `json:"stdout_bytes" jsonschema:"Bytes the script wrote to stdout so far (including any dropped past the log cap)."`
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Bytes the script wrote to stderr so far (including any dropped past the log cap)."`

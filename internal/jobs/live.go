@@ -88,11 +88,30 @@ func (lj *liveJob) setProgress(p Progress) {
 // never to the database.
 type observer struct{ lj *liveJob }
 
-var _ engine.Observer = observer{}
+var (
+	_ engine.Observer            = observer{}
+	_ engine.EnvironmentObserver = observer{}
+)
+
+// Environment records the environment build step the run is in, so get_job
+// and heartbeats can say why a first run with dependencies takes seconds.
+func (o observer) Environment(phase, detail string) {
+	step := ""
+	if phase != "done" {
+		step = phase
+		if detail != "" {
+			step += ": " + detail
+		}
+	}
+	o.lj.mu.Lock()
+	o.lj.job.Phase = step
+	o.lj.mu.Unlock()
+}
 
 func (o observer) Started(pid int) {
 	o.lj.mu.Lock()
 	o.lj.job.PID = pid
+	o.lj.job.Phase = ""
 	o.lj.mu.Unlock()
 	o.lj.persist()
 }

@@ -164,10 +164,18 @@ func TestAsyncCancelListPrune(t *testing.T) {
 	if res.IsError || out.JobID == "" {
 		t.Fatalf("async start: %s", text(res))
 	}
-	// Long-poll until the script has printed.
-	g := decode[GetJobOutput](t, h.call(t, ctx, "get_job", map[string]any{"job_id": out.JobID, "wait": 30}, nil))
-	if g.Stdout != "up\n" || g.Status != jobs.StatusRunning {
-		t.Fatalf("get_job %+v", g)
+	// Long-poll until the script has printed its line (print may arrive in
+	// two writes: "up", then "\n").
+	var printed string
+	for !strings.HasSuffix(printed, "\n") {
+		g := decode[GetJobOutput](t, h.call(t, ctx, "get_job", map[string]any{"job_id": out.JobID, "stdout_offset": len(printed), "wait": 30}, nil))
+		if g.Status != jobs.StatusRunning {
+			t.Fatalf("get_job %+v", g)
+		}
+		printed += g.Stdout
+	}
+	if printed != "up\n" {
+		t.Fatalf("printed %q", printed)
 	}
 	data, _ := os.ReadFile(pidFile)
 	var pid int
@@ -178,7 +186,7 @@ func TestAsyncCancelListPrune(t *testing.T) {
 		t.Fatalf("cancel_job %+v", c)
 	}
 	waitGone(t, pid)
-	g = decode[GetJobOutput](t, h.call(t, ctx, "get_job", map[string]any{"job_id": out.JobID}, nil))
+	g := decode[GetJobOutput](t, h.call(t, ctx, "get_job", map[string]any{"job_id": out.JobID}, nil))
 	if g.Stdout != "up\n" || !g.OutputDone {
 		t.Fatalf("output after cancel %+v", g)
 	}
