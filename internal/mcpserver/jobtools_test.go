@@ -306,3 +306,40 @@ func (h *jobHarness) callB(tb testing.TB, ctx context.Context, name string, args
 	}
 	return res
 }
+
+// With jobs, a sync call cancelled by the client (before the budget) still
+// kills its run's tree and leaves no job behind.
+func TestCancelledSyncCallKillsJobBackedRun(t *testing.T) {
+	h := newJobHarness(t, time.Minute)
+	pidFile := filepath.Join(h.workspace, "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	h.onProg = func(p *mcp.ProgressNotificationParams) {
+		if _, err := os.Stat(pidFile); err == nil {
+			cancel()
+		}
+	}
+	code := fmt.Sprintf("import os, time\nopen(%q + '.tmp', 'w').write(str(os.getpid()))\nos.rename(%q + '.tmp', %q)\ntime.sleep(600)", pidFile, pidFile, pidFile)
+	params := &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code}}
+	params.SetProgressToken("tok-cancel")
+	if _, err := h.session.CallTool(ctx, params); err == nil {
+		t.Fatal("cancelled call returned no error")
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(data), &pid)
+	waitGone(t, pid)
+	// The server forgets the job right after the kill, which the client
+	// cannot observe: poll briefly.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		list := decode[jobs.JobList](t, h.call(t, context.Background(), "list_jobs", map[string]any{}, nil))
+		if list.Total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a cancelled sync run left jobs: %+v", list)
+		}
+	}
+}
