@@ -87,7 +87,7 @@ func (l *Local) runJob(ctx context.Context, req engine.Request, o jobs.RunOption
 	}
 	if o.ProgressPipe != nil {
 		x.ExtraFiles = []*os.File{o.ProgressPipe}
-		x.Env = []string{jobs.ProgressFDEnv + "=3"}
+		x.Env = o.ProgressEnv(3)
 	}
 	return l.eng.RunWith(ctx, req, obs, x)
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -24,15 +25,32 @@ type RunOptions struct {
 	Timeout time.Duration
 
 	// ProgressPipe is the write end of a pipe the script reports progress
-	// on, or nil. The engine must hand it to the child as an inherited file
-	// descriptor (exec.Cmd.ExtraFiles), set ProgressFDEnv to that
-	// descriptor's number in the child's environment (3 for ExtraFiles[0]),
-	// and put HelperDir on PYTHONPATH. The Manager owns the file: the engine
-	// must not close it, only its child's copy goes away with the child.
+	// on, or nil. The engine must hand it to Python as an inherited file
+	// descriptor, add ProgressEnv(thatFD) to Python's environment, and put
+	// HelperDir on PYTHONPATH. The Manager owns the file: the engine must
+	// not close it; the child's copy goes away with the child.
 	ProgressPipe *os.File
 
 	// HelperDir is the directory holding pyexec_progress.py.
 	HelperDir string
+}
+
+// ProgressEnv returns the KEY=VALUE entries that tell a script where to
+// report progress when ProgressPipe is its descriptor fd: the number, and
+// the pipe's inode so the helper can check that fd still is that pipe (a
+// subprocess of the script inherits the variables but, with Python's default
+// close_fds, not the descriptor; its fd 3 may be an unrelated file).
+func (o RunOptions) ProgressEnv(fd int) []string {
+	if o.ProgressPipe == nil {
+		return nil
+	}
+	env := []string{fmt.Sprintf("%s=%d", ProgressFDEnv, fd)}
+	if st, err := o.ProgressPipe.Stat(); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			env = append(env, fmt.Sprintf("%s=%d", ProgressInodeEnv, sys.Ino))
+		}
+	}
+	return env
 }
 
 // RunFunc executes one request and reports its life through obs. It must

@@ -23,6 +23,10 @@ import (
 // RunOptions.ProgressPipe in exec.Cmd.ExtraFiles and sets this variable.
 const ProgressFDEnv = "PYEXEC_PROGRESS_FD"
 
+// ProgressInodeEnv carries the inode of the progress pipe; the helper
+// writes only when the descriptor is that pipe.
+const ProgressInodeEnv = "PYEXEC_PROGRESS_INODE"
+
 // HelperModule is the name of the importable helper (pyexec_progress.py).
 const HelperModule = "pyexec_progress"
 

@@ -120,7 +120,8 @@ p.report(2)
 p.report(3, 3, "x" * 5000)
 `)
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = append(os.Environ(), ProgressFDEnv+"=3", "PYTHONPATH="+dir)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+	cmd.Env = append(cmd.Env, RunOptions{ProgressPipe: w}.ProgressEnv(3)...)
 	out, err := cmd.CombinedOutput()
 	w.Close()
 	if err != nil {
@@ -132,6 +133,25 @@ p.report(3, 3, "x" * 5000)
 	}
 	if len(got) != 3 || got[0].Message != "one" || got[0].Total != 3 || got[1].Current != 2 || len(got[2].Message) != 1000 {
 		t.Fatalf("got %+v", got)
+	}
+	// A subprocess whose fd 3 is some other file must not write into it.
+	victim := filepath.Join(t.TempDir(), "victim")
+	cmd = exec.Command(py, "-c", `
+import os, pyexec_progress as p
+fd = os.open(os.environ["VICTIM"], os.O_WRONLY | os.O_CREAT)
+assert fd == 3, fd
+assert p.report(1) is False
+`)
+	r2, w2, _ := os.Pipe()
+	defer r2.Close()
+	defer w2.Close()
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "VICTIM="+victim)
+	cmd.Env = append(cmd.Env, RunOptions{ProgressPipe: w2}.ProgressEnv(3)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("python with an unrelated fd 3: %v\n%s", err, out)
+	}
+	if data, _ := os.ReadFile(victim); len(data) != 0 {
+		t.Fatalf("helper wrote %q into an unrelated file", data)
 	}
 	// Without the variable the helper is a no-op.
 	cmd = exec.Command(py, "-c", `import pyexec_progress as p; assert p.report(1) is False`)

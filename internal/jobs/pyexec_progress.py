@@ -18,11 +18,13 @@ PYEXEC_PROGRESS_FD environment variable.
 
 import json
 import os
+import stat
 import threading
 
 __all__ = ["report"]
 
 _ENV = "PYEXEC_PROGRESS_FD"
+_INODE_ENV = "PYEXEC_PROGRESS_INODE"
 _MAX_MESSAGE = 1000  # keeps each line well under PIPE_BUF, so writes stay atomic
 _lock = threading.Lock()
 
@@ -38,7 +40,15 @@ def report(current, total=None, message=None):
         return False
     try:
         fd = int(fd)
-    except ValueError:
+        st = os.fstat(fd)
+    except (ValueError, OSError):
+        return False
+    # A subprocess of the script inherits the variables but (close_fds) not
+    # the pipe: its fd may be an unrelated file, which must not be written.
+    if not stat.S_ISFIFO(st.st_mode):
+        return False
+    inode = os.environ.get(_INODE_ENV)
+    if inode and inode != str(st.st_ino):
         return False
     data = {"current": current}
     if total is not None:
