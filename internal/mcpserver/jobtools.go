@@ -46,6 +46,12 @@ func (o JobOptions) check(jobsEnabled bool) error {
 	return fmt.Errorf("mode: %q is not a mode; use sync or async", o.Mode)
 }
 
+// BatchJobOptions are run_python_batch's job fields.
+type BatchJobOptions struct {
+	Mode     string `json:"mode,omitempty" jsonschema:"sync (default): run the snippets and return their results. async: start one background job per snippet and return their job_ids at once (results then carry job_id and status instead of output)."`
+	JobLabel string `json:"job_label,omitempty" jsonschema:"With mode async: label of the snippets' jobs."`
+}
+
 // Handoff is the part of run_python's result that says the run became a
 // background job.
 type Handoff struct {
@@ -422,4 +428,41 @@ func (jt *jobTools) forwardUpdates(srv *mcp.Server) {
 			}
 		}
 	}()
+}
+
+// startBatch is run_python_batch in mode async: one job per entry, so a
+// busy queue rejects only the entries past its limit.
+func (jt *jobTools) startBatch(ctx context.Context, in RunPythonBatchInput, reqs []engine.Request) (*mcp.CallToolResult, executor.BatchResult, error) {
+	switch {
+	case in.Mode != "async":
+		return nil, executor.BatchResult{}, fmt.Errorf("mode: %q is not a mode; use sync or async", in.Mode)
+	case jt == nil:
+		return nil, executor.BatchResult{}, errors.New("mode: async needs background jobs, which this server does not offer; use mode sync")
+	case len(reqs) == 0:
+		return nil, executor.BatchResult{}, errors.New("codes: the batch is empty; give at least one snippet")
+	case len(reqs) > executor.MaxBatch:
+		return nil, executor.BatchResult{}, fmt.Errorf("codes: the batch has %d snippets; the limit is %d", len(reqs), executor.MaxBatch)
+	}
+	out := executor.BatchResult{Results: make([]executor.BatchItem, len(reqs))}
+	for i, r := range reqs {
+		item := executor.BatchItem{Index: i}
+		if j, err := jt.ex.Start(ctx, r, in.JobLabel); err != nil {
+			item.Error = err.Error()
+		} else {
+			item.JobID, item.Status = j.ID, string(j.Status)
+		}
+		out.Results[i] = item
+	}
+	return render(in.Rendering, out, func() string {
+		var b strings.Builder
+		b.WriteString("Started background jobs (follow each with get_job):\n")
+		for _, it := range out.Results {
+			if it.Error != "" {
+				fmt.Fprintf(&b, "- snippet %d: **rejected**: %s\n", it.Index, it.Error)
+			} else {
+				fmt.Fprintf(&b, "- snippet %d: job `%s` (%s)\n", it.Index, it.JobID, it.Status)
+			}
+		}
+		return b.String()
+	}), out, nil
 }

@@ -343,3 +343,23 @@ func TestCancelledSyncCallKillsJobBackedRun(t *testing.T) {
 		}
 	}
 }
+
+func TestAsyncBatchStartsOneJobPerSnippet(t *testing.T) {
+	h := newJobHarness(t, time.Minute)
+	res := h.call(t, context.Background(), "run_python_batch", map[string]any{"codes": []string{"print('a')", "print('b')"}, "mode": "async", "job_label": "batch"}, nil)
+	if res.IsError {
+		t.Fatalf("tool error: %s", text(res))
+	}
+	out := decode[executor.BatchResult](t, res)
+	for i, want := range []string{"a\n", "b\n"} {
+		if out.Results[i].JobID == "" {
+			t.Fatalf("entry %d: %+v", i, out.Results[i])
+		}
+		if got, _ := h.follow(t, out.Results[i].JobID, 0); got != want {
+			t.Fatalf("entry %d printed %q", i, got)
+		}
+	}
+	if res := h.call(t, context.Background(), "run_python_batch", map[string]any{"codes": []string{"1"}, "mode": "nope"}, nil); !res.IsError {
+		t.Fatal("bad batch mode accepted")
+	}
+}

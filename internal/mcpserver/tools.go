@@ -46,6 +46,7 @@ type RunPythonBatchInput struct {
 	Timeout    float64          `json:"timeout,omitempty" jsonschema:"Timeout in seconds for each snippet that does not set its own (default 30)."`
 	MaxWorkers int              `json:"max_workers,omitempty" jsonschema:"Most snippets run at once (default: the server's core count, capped by its --max-workers)."`
 	Cwd        string           `json:"cwd,omitempty" jsonschema:"Working directory (inside the workspace) for each snippet that does not set its own."`
+	BatchJobOptions
 	Rendering
 }
 
@@ -114,6 +115,9 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 		if reqs[i].Cwd == "" {
 			reqs[i].Cwd = in.Cwd
 		}
+	}
+	if in.Mode != "" && in.Mode != "sync" {
+		return t.jobs.startBatch(ctx, in, reqs) // mode async: one background job per entry
 	}
 	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
 	if err != nil {
