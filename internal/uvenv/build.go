@@ -176,7 +176,7 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 			return Manifest{}, err
 		}
 	}
-	resolved, err := m.freeze(ctx, python)
+	resolved, err := installed(venv)
 	if err != nil {
 		return Manifest{}, err
 	}
