@@ -120,6 +120,7 @@ p.report(2)
 p.report(3, 3, "x" * 5000)
 `)
 	cmd.ExtraFiles = []*os.File{w}
+	cmd.Dir = t.TempDir() // not this package dir, which holds the source copy
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
 	cmd.Env = append(cmd.Env, RunOptions{ProgressPipe: w}.ProgressEnv(3)...)
 	out, err := cmd.CombinedOutput()
@@ -142,6 +143,7 @@ fd = os.open(os.environ["VICTIM"], os.O_WRONLY | os.O_CREAT)
 assert fd == 3, fd
 assert p.report(1) is False
 `)
+	cmd.Dir = t.TempDir()
 	r2, w2, _ := os.Pipe()
 	defer r2.Close()
 	defer w2.Close()
@@ -156,6 +158,7 @@ assert p.report(1) is False
 	// Without the variable the helper is a no-op.
 	cmd = exec.Command(py, "-c", `import pyexec_progress as p; assert p.report(1) is False`)
 	cmd.Env = []string{"PYTHONPATH=" + filepath.Clean(dir)}
+	cmd.Dir = t.TempDir()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("python without fd: %v\n%s", err, out)
 	}
