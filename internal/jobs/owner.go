@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -114,7 +115,26 @@ func (m *Manager) recoverOrphans(ctx context.Context) error {
 	if failed > 0 {
 		m.log.Info("marked jobs of a dead pyexec process as failed", "count", failed)
 	}
+	m.removeDeadOwnerLocks()
 	return nil
+}
+
+// removeDeadOwnerLocks deletes the lock files of owners that died without
+// unfinished jobs (a crash between jobs), so they do not pile up.
+func (m *Manager) removeDeadOwnerLocks() {
+	entries, err := os.ReadDir(ownersDir(m.cfg.StateDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		owner, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || owner == m.owner {
+			continue
+		}
+		if dead, release, err := ownerDead(m.cfg.StateDir, owner); err == nil && dead {
+			release()
+		}
+	}
 }
 
 // sweepOrphans runs recoverOrphans periodically until the Manager closes.

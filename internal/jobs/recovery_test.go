@@ -62,6 +62,10 @@ func TestRestartRecoveryFailsUnfinishedJobs(t *testing.T) {
 	if err != nil || ch.Stdout != "printed before the crash\n" || ch.Stderr != "and a warning\n" || !ch.Done {
 		t.Fatalf("output after restart = %+v, %v", ch, err)
 	}
+	locks, _ := os.ReadDir(ownersDir(cfg.StateDir))
+	if len(locks) != 1 {
+		t.Fatalf("owner locks left: %v (want only the live manager's)", locks)
+	}
 }
 
 // TestRestartAfterSIGKILL kills a real process holding a running job with
