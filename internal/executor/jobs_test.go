@@ -135,3 +135,29 @@ func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
 		t.Fatalf("handed-off job not listed: %+v", list)
 	}
 }
+
+// A job that floods its output keeps only the log cap on disk, says so, and
+// still reports how much it printed.
+func TestJobOutputFloodIsCapped(t *testing.T) {
+	lj := openJobs(t, engine.Config{}, jobs.Config{LogCap: 1 << 20})
+	ctx := context.Background()
+	j, err := lj.Start(ctx, engine.Request{Code: "import sys\nblock = 'x' * 65535 + '\\n'\nfor _ in range(320): sys.stdout.write(block)\n"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, unsub, err := lj.Subscribe(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub()
+	for range events {
+	}
+	done, _ := lj.Job(ctx, j.ID)
+	if done.Status != jobs.StatusCompleted || !done.StdoutTruncated || done.StdoutBytes != 320*65536 {
+		t.Fatalf("job %+v", done)
+	}
+	st, err := os.Stat(filepath.Join(lj.Engine().Config().StateDir, "jobs", j.ID, "stdout.log"))
+	if err != nil || st.Size() > 1<<20+200 {
+		t.Fatalf("log size %v %v", st.Size(), err)
+	}
+}

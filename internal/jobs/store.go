@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -69,6 +70,11 @@ func dsn(path string, readOnly bool) string {
 
 // openStore opens (creating if needed) the database at path and migrates it.
 func openStore(ctx context.Context, path string) (*store, error) {
+	// Create it private: it holds the code of every job. SQLite gives its
+	// -wal and -shm files the database file's permissions.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	}
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("open job store %s: %w", path, err)
