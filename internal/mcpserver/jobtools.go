@@ -110,9 +110,15 @@ type jobTools struct {
 	ex     executor.JobExecutor
 	budget time.Duration
 
-	mu   sync.Mutex
-	subs map[string]int // subscribed resource URI -> subscriptions
+	srv *mcp.Server
+
+	mu      sync.Mutex
+	subs    map[string]int    // subscribed resource URI -> subscriptions
+	watches map[string]*watch // job id -> forwarder of its change events
 }
+
+// watch forwards one job's change events while any of its URIs is subscribed.
+type watch struct{ cancel func() }
 
 // newJobTools returns nil when ex has no jobs; otherwise it hooks the
 // subscription handlers and instructions into sopts (before NewServer).
@@ -125,7 +131,7 @@ func newJobTools(t *tools, ex executor.Executor, opts Options, sopts *mcp.Server
 	if budget == 0 {
 		budget = DefaultSyncBudget
 	}
-	jt := &jobTools{t: t, ex: jx, budget: budget, subs: map[string]int{}}
+	jt := &jobTools{t: t, ex: jx, budget: budget, subs: map[string]int{}, watches: map[string]*watch{}}
 	t.jobs = jt
 	sopts.Instructions += jobInstructions
 	sopts.SubscribeHandler = jt.subscribe
@@ -137,6 +143,7 @@ func (jt *jobTools) register(srv *mcp.Server) {
 	if jt == nil {
 		return
 	}
+	jt.srv = srv
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "get_job",
 		Title: "Get a background job",
@@ -173,7 +180,6 @@ func (jt *jobTools) register(srv *mcp.Server) {
 	} {
 		srv.AddResourceTemplate(tmpl, jt.readResource)
 	}
-	jt.forwardUpdates(srv)
 }
 
 // runPython is run_python when the executor has jobs.
@@ -379,6 +385,10 @@ func (jt *jobTools) readResource(ctx context.Context, req *mcp.ReadResourceReque
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: b.String()}}}, nil
 }
 
+// subscribe accepts resources/subscribe for a job URI and makes sure the
+// job's change events are forwarded. Why per job rather than one global
+// forwarder: forwarders then live only while someone listens and the job
+// runs, whatever the number of servers (sessions) built on one executor.
 func (jt *jobTools) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	id, _, ok := resourceJobID(uri)
@@ -392,42 +402,68 @@ func (jt *jobTools) subscribe(ctx context.Context, req *mcp.SubscribeRequest) er
 		return err
 	}
 	jt.mu.Lock()
+	defer jt.mu.Unlock()
 	jt.subs[uri]++
-	jt.mu.Unlock()
+	if jt.watches[id] != nil {
+		return nil
+	}
+	events, cancel, err := jt.ex.Subscribe(context.WithoutCancel(ctx), id)
+	if err != nil {
+		jt.subs[uri]--
+		return err
+	}
+	w := &watch{cancel: cancel}
+	jt.watches[id] = w
+	go jt.forward(id, w, events)
 	return nil
 }
 
 func (jt *jobTools) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	uri := req.Params.URI
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
-	if jt.subs[req.Params.URI]--; jt.subs[req.Params.URI] <= 0 {
-		delete(jt.subs, req.Params.URI)
+	if jt.subs[uri]--; jt.subs[uri] <= 0 {
+		delete(jt.subs, uri)
+	}
+	id, _, ok := resourceJobID(uri)
+	if !ok {
+		return nil
+	}
+	for _, u := range jobURIs(id) {
+		if jt.subs[u] > 0 {
+			return nil
+		}
+	}
+	if w := jt.watches[id]; w != nil {
+		delete(jt.watches, id)
+		w.cancel()
 	}
 	return nil
 }
 
-// forwardUpdates turns the executor's coalesced job events into
-// notifications/resources/updated for the subscribed job URIs. The SDK
-// delivers each to the sessions subscribed to that URI. It ends when the
-// executor's jobs shut down.
-func (jt *jobTools) forwardUpdates(srv *mcp.Server) {
-	events, _, err := jt.ex.Subscribe(context.Background(), "")
-	if err != nil {
-		jt.t.log.Error("job change notifications unavailable", "err", err)
-		return
-	}
-	go func() {
-		for ev := range events {
-			for _, uri := range jobURIs(ev.JobID) {
-				jt.mu.Lock()
-				n := jt.subs[uri]
-				jt.mu.Unlock()
-				if n > 0 {
-					_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
-				}
+// forward turns a job's coalesced change events into
+// notifications/resources/updated for its subscribed URIs (the SDK delivers
+// each to the sessions subscribed to it). It ends with the job or the
+// last unsubscribe.
+func (jt *jobTools) forward(id string, w *watch, events <-chan jobs.Event) {
+	defer func() {
+		jt.mu.Lock()
+		if jt.watches[id] == w {
+			delete(jt.watches, id)
+		}
+		jt.mu.Unlock()
+		w.cancel()
+	}()
+	for range events {
+		for _, uri := range jobURIs(id) {
+			jt.mu.Lock()
+			n := jt.subs[uri]
+			jt.mu.Unlock()
+			if n > 0 {
+				_ = jt.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
 			}
 		}
-	}()
+	}
 }
 
 // startBatch is run_python_batch in mode async: one job per entry, so a
