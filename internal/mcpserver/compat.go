@@ -31,6 +31,7 @@ import (
 func (t *tools) registerCompat(srv *mcp.Server) {
 	t.registerUVExecCompat(srv)
 	t.registerPyExecMCPCompat(srv)
+	t.registerPyExecMCPJobsCompat(srv)
 }
 
 // serverMode says how this MCP server reaches its executor, honestly: the
@@ -86,8 +87,8 @@ func resolvedDependencies(r engine.Result) []string {
 	return r.ResolvedDependencies
 }
 
-// errNoJobs rejects async_mode until background jobs exist in this build.
-var errNoJobs = errors.New("async_mode: background jobs are not available in this build of pyexec; call without async_mode (runs are synchronous)")
+// errNoJobs rejects async_mode when this server offers no background jobs.
+var errNoJobs = errors.New("async_mode: this server offers no background jobs (its executor has none, or neither the jobs nor the compat toolset is on); call without async_mode")
 
 // seedSource fills code or script_path from the seed's script_content /
 // script_path pair, which must be exactly one.

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -49,6 +50,7 @@ type RunWithDepsInput struct {
 // RunWithDepsOutput is the result of run_script_with_dependencies.
 type RunWithDepsOutput struct {
 	engine.Result
+	Handoff
 	ResolvedDependencies []string `json:"resolved_dependencies" jsonschema:"Exact name==version of the installed dependencies (empty without dependencies)."`
 }
 
@@ -118,7 +120,7 @@ func (t *tools) registerPyExecMCPCompat(srv *mcp.Server) {
 
 // seedRequest builds the run request shared by the seed's run tools.
 func (t *tools) seedRequest(ctx context.Context, f SeedScriptFields, cwd, pythonVersion string) (engine.Request, error) {
-	if f.AsyncMode {
+	if f.AsyncMode && t.jobs == nil {
 		return engine.Request{}, errNoJobs
 	}
 	r := engine.Request{Args: f.Args, Cwd: cwd, PythonVersion: pythonVersion, EnvVars: f.EnvVars, EnvFile: f.EnvFile}
@@ -142,13 +144,32 @@ func (t *tools) runScriptInDir(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
-	t.autosave("run_script_in_dir", r, "")
+	return t.runSeed(ctx, req, "run_script_in_dir", r, in.SeedScriptFields, in.Rendering)
+}
+
+// runSeed runs a seed tool's request: with background jobs as the seed's
+// smart-async did (a sync run still going after the budget continues as a
+// job and returns its job_id; async_mode starts a job at once), otherwise
+// synchronously. The inline code is autosaved with the job id, if any.
+func (t *tools) runSeed(ctx context.Context, req *mcp.CallToolRequest, tool string, r engine.Request, f SeedScriptFields, rendering Rendering) (*mcp.CallToolResult, RunPythonOutput, error) {
+	if t.jobs != nil {
+		mode := "sync"
+		if f.AsyncMode {
+			mode = "async"
+		}
+		res, out, err := t.jobs.runPython(ctx, req, RunPythonInput{Request: r, JobOptions: JobOptions{Mode: mode, JobLabel: f.JobLabel}, Rendering: rendering})
+		if err == nil {
+			t.autosave(tool, r, out.JobID)
+		}
+		return res, out, err
+	}
+	t.autosave(tool, r, "")
 	res, err := t.ex.Run(ctx, r, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
 	out := RunPythonOutput{Result: res}
-	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
+	return render(rendering, out, func() string { return renderResult(res) }), out, nil
 }
 
 func (t *tools) runScriptWithDependencies(ctx context.Context, req *mcp.CallToolRequest, in RunWithDepsInput) (*mcp.CallToolResult, RunWithDepsOutput, error) {
@@ -159,16 +180,21 @@ func (t *tools) runScriptWithDependencies(ctx context.Context, req *mcp.CallTool
 	if err := applyDependencies(&r, in.Dependencies); err != nil {
 		return nil, RunWithDepsOutput{}, err
 	}
-	t.autosave("run_script_with_dependencies", r, "")
-	res, err := t.ex.Run(ctx, r, progressTo(ctx, req))
+	res, run, err := t.runSeed(ctx, req, "run_script_with_dependencies", r, in.SeedScriptFields, in.Rendering)
 	if err != nil {
 		return nil, RunWithDepsOutput{}, err
 	}
-	out := RunWithDepsOutput{Result: res, ResolvedDependencies: resolvedDependencies(res)}
-	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
+	out := RunWithDepsOutput{Result: run.Result, Handoff: run.Handoff, ResolvedDependencies: resolvedDependencies(run.Result)}
+	if !in.Rendering.markdown() {
+		res = render(in.Rendering, out, nil) // the JSON must show this tool's fields
+	}
+	return res, out, nil
 }
 
 func (t *tools) benchmarkScript(ctx context.Context, req *mcp.CallToolRequest, in BenchmarkScriptInput) (*mcp.CallToolResult, BenchmarkScriptOutput, error) {
+	if in.AsyncMode {
+		return nil, BenchmarkScriptOutput{}, errors.New("async_mode: benchmarks run synchronously (their measurements are the result); call without async_mode")
+	}
 	r, err := t.seedRequest(ctx, in.SeedScriptFields, "", in.PythonVersion)
 	if err != nil {
 		return nil, BenchmarkScriptOutput{}, err

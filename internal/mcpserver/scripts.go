@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/scripts"
 )
 
@@ -151,6 +152,18 @@ func (t *tools) autosave(tool string, req engine.Request, jobID string) {
 		req.EnvVars = red
 	}
 	t.scripts.Autosave(scripts.AutosaveRecord{Tool: tool, Code: code, Arguments: req, JobID: jobID})
+}
+
+// autosaveBatch autosaves a batch's inline entries, each with its job id
+// when the batch ran as background jobs.
+func (t *tools) autosaveBatch(reqs []engine.Request, out executor.BatchResult) {
+	for i, r := range reqs {
+		jobID := ""
+		if i < len(out.Results) {
+			jobID = out.Results[i].JobID
+		}
+		t.autosave("run_python_batch", r, jobID)
+	}
 }
 
 func depsNote(e scripts.Entry) string {

@@ -5,6 +5,8 @@ package mcpserver
 
 import (
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,6 +18,9 @@ import (
 type Options struct {
 	Version string
 	Logger  *slog.Logger
+	// SyncBudget is how long a sync run_python waits before handing the run
+	// off to a background job (executors with jobs only; default 20 s).
+	SyncBudget time.Duration
 	// Toolsets to register (see ParseToolsets); nil means DefaultToolsets.
 	Toolsets []string
 	// Scripts is the saved/autosaved script store. Without it the scripts
@@ -34,11 +39,21 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, &mcp.ServerOptions{
+	t := &tools{ex: ex, log: logger, scripts: opts.Scripts}
+	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,
-	})
-	t := &tools{ex: ex, log: logger, scripts: opts.Scripts}
-	t.registerToolsets(srv, opts.Toolsets)
+	}
+	sets := opts.Toolsets
+	if sets == nil {
+		sets, _ = ParseToolsets(DefaultToolsets)
+	}
+	if slices.Contains(sets, ToolsetJobs) || slices.Contains(sets, ToolsetCompat) {
+		// Background jobs serve the job tools and the seeds' async tools;
+		// without either toolset every run is synchronous.
+		newJobTools(t, ex, opts, sopts) // sets t.jobs unless ex has no jobs
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
+	t.registerToolsets(srv, sets)
 	return srv
 }

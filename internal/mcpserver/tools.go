@@ -17,6 +17,9 @@ type tools struct {
 	ex      executor.Executor
 	log     *slog.Logger
 	scripts *scripts.Store // nil: no scripts toolset, no autosave
+	jobs    *jobTools      // nil when the executor has no background jobs (or no toolset needs them)
+	// jobsRegistered: the jobs toolset (tools and job:// resources) is on.
+	jobsRegistered bool
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -31,12 +34,14 @@ func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.Markdo
 type RunPythonInput struct {
 	engine.Request
 	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
+	JobOptions
 	Rendering
 }
 
 // RunPythonOutput is the structured result of run_python.
 type RunPythonOutput struct {
 	engine.Result
+	Handoff
 }
 
 // RunPythonBatchInput is the input of run_python_batch.
@@ -46,6 +51,7 @@ type RunPythonBatchInput struct {
 	Timeout    float64          `json:"timeout,omitempty" jsonschema:"Timeout in seconds for each snippet that does not set its own (default 30)."`
 	MaxWorkers int              `json:"max_workers,omitempty" jsonschema:"Most snippets run at once (default: the server's core count, capped by its --max-workers)."`
 	Cwd        string           `json:"cwd,omitempty" jsonschema:"Working directory (inside the workspace) for each snippet that does not set its own."`
+	BatchJobOptions
 	Rendering
 }
 
@@ -88,6 +94,18 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
+	if t.jobs != nil {
+		// Sync with smart-async handoff, or async. Autosaved afterwards, so
+		// the sidecar names the job when there is one.
+		res, out, err := t.jobs.runPython(ctx, req, in)
+		if inline && err == nil {
+			t.autosave("run_python", in.Request, out.JobID)
+		}
+		return res, out, err
+	}
+	if err := in.JobOptions.check(false); err != nil {
+		return nil, RunPythonOutput{}, err
+	}
 	if inline {
 		t.autosave("run_python", in.Request, "")
 	}
@@ -118,12 +136,19 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 		if reqs[i].Cwd == "" {
 			reqs[i].Cwd = in.Cwd
 		}
-		t.autosave("run_python_batch", reqs[i], "")
+	}
+	if in.Mode != "" && in.Mode != "sync" {
+		res, out, err := t.jobs.startBatch(ctx, in, reqs) // mode async: one background job per entry
+		if err == nil {
+			t.autosaveBatch(reqs, out)
+		}
+		return res, out, err
 	}
 	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
 	if err != nil {
 		return nil, executor.BatchResult{}, err
 	}
+	t.autosaveBatch(reqs, out)
 	return render(in.Rendering, out, func() string { return renderBatch(out) }), out, nil
 }
 
@@ -131,6 +156,9 @@ func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in Ser
 	info, err := t.ex.Info(ctx)
 	if err != nil {
 		return nil, executor.Info{}, err
+	}
+	if t.jobs != nil && t.jobs.budget > 0 {
+		info.Limits.SyncBudgetSeconds = t.jobs.budget.Seconds()
 	}
 	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
 }

@@ -81,9 +81,10 @@ func (t *tools) registerToolsets(srv *mcp.Server, names []string) {
 	}
 }
 
-// registerJobs is the jobs toolset. The job tools (and the compat adapters
-// that need jobs: run_script_in_dir_async, run_script_with_dependencies_async,
-// list_running_jobs, get_job_output, kill_job, py_job_status, py_list_jobs,
-// py_cancel_job, py_prune_jobs) are registered once background jobs exist
-// in this build; until then the toolset is empty.
-func (t *tools) registerJobs(*mcp.Server) {}
+// registerJobs is the jobs toolset: get_job, cancel_job, list_jobs,
+// prune_jobs and the job:// resources, when the executor runs background
+// jobs (otherwise it is empty and run_python is synchronous only).
+func (t *tools) registerJobs(srv *mcp.Server) {
+	t.jobs.register(srv) // a nil t.jobs registers nothing
+	t.jobsRegistered = t.jobs != nil
+}

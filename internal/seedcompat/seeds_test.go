@@ -1,6 +1,7 @@
 package seedcompat
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 	"github.com/pyexec/pyexec/internal/scripts"
 	"github.com/pyexec/pyexec/internal/testutil/mcptest"
@@ -36,9 +38,10 @@ import (
 // seedEnv is one set of servers and fixtures.
 type seedEnv struct {
 	uvexec, pyexecutor, pymcp *mcp.ClientSession
-	root                      string // where the README's absolute paths are relocated
-	uvDir, pyexDir            string // workspaces of the uv-exec-mcp and py-executor servers
-	wheels                    string // stand-in wheels for requests, pandas, numpy ("" without uv)
+	smart                     *mcp.ClientSession // python-executor-mcp's workspace with a 1 s smart-async budget
+	root                      string             // where the README's absolute paths are relocated
+	uvDir, pyexDir            string             // workspaces of the uv-exec-mcp and py-executor servers
+	wheels                    string             // stand-in wheels for requests, pandas, numpy ("" without uv)
 	waitAutosave              func()
 }
 
@@ -55,12 +58,15 @@ type seedExample struct {
 	skip string
 	// deps marks examples that install dependencies (skipped without uv).
 	deps bool
+	// run replaces server/tool/args/check for examples of several steps.
+	run func(t *testing.T, e *seedEnv)
 }
 
 // server is one pyexec MCP server of the test.
 type server struct {
 	workspace  string
 	maxWorkers int
+	budget     time.Duration // smart-async budget; 0: the default (20 s)
 }
 
 func (e *seedEnv) servers() []struct {
@@ -70,7 +76,7 @@ func (e *seedEnv) servers() []struct {
 	return []struct {
 		dst **mcp.ClientSession
 		server
-	}{{&e.uvexec, server{e.uvDir, 0}}, {&e.pyexecutor, server{e.pyexDir, 4}}, {&e.pymcp, server{"/tmp", 0}}}
+	}{{&e.uvexec, server{e.uvDir, 0, 0}}, {&e.pyexecutor, server{e.pyexDir, 4, 0}}, {&e.pymcp, server{"/tmp", 0, 0}}, {&e.smart, server{"/tmp", 0, smartBudget}}}
 }
 
 func TestSeedExamplesInMemory(t *testing.T) {
@@ -92,8 +98,13 @@ func TestSeedExamplesInMemory(t *testing.T) {
 		}
 		t.Cleanup(func() { store.Close() })
 		stores = append(stores, store)
+		lj, err := executor.OpenLocalJobs(context.Background(), executor.NewLocal(eng, "test", s.maxWorkers), jobs.Config{StateDir: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lj.Close(context.Background()) })
 		all, _ := mcpserver.ParseToolsets("all")
-		*s.dst = mcptest.Connect(t, mcpserver.New(executor.NewLocal(eng, "test", s.maxWorkers), mcpserver.Options{Version: "test", Toolsets: all, Scripts: store}))
+		*s.dst = mcptest.Connect(t, mcpserver.New(lj, mcpserver.Options{Version: "test", Toolsets: all, Scripts: store, SyncBudget: s.budget}))
 	}
 	e.waitAutosave = func() {
 		for _, s := range stores {
@@ -110,6 +121,9 @@ func TestSeedExamplesSubprocess(t *testing.T) {
 	e := newSeedFixtures(t)
 	for _, s := range e.servers() {
 		args := []string{"mcp", "--toolsets", "all", "--workspace", s.workspace, "--state-dir", t.TempDir(), "--log-level", "warn"}
+		if s.budget > 0 {
+			args = append(args, "--sync-budget", fmt.Sprint(s.budget.Seconds()))
+		}
 		if s.maxWorkers > 0 {
 			args = append(args, "--max-workers", fmt.Sprint(s.maxWorkers))
 		}
@@ -134,6 +148,10 @@ func TestSeedExamplesSubprocess(t *testing.T) {
 	runSeedExamples(t, e)
 }
 
+// smartBudget is the smart-async budget of the server the README's
+// smart-async example runs on: short, so it switches to the background soon.
+const smartBudget = time.Second
+
 func tryCall(cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, string, bool) {
 	out, text, isErr, _ := mcptest.TryCall(cs, tool, args)
 	return out, text, isErr
@@ -150,6 +168,10 @@ func runSeedExamples(t *testing.T, e *seedEnv) {
 			}
 			if ex.deps && e.wheels == "" {
 				t.Skip("uv is not installed: dependency examples cannot run")
+			}
+			if ex.run != nil {
+				ex.run(t, e)
+				return
 			}
 			out, text, isErr := mcptest.Call(t, ex.server(e), ex.tool, ex.args(e))
 			ex.check(t, e, out, text, isErr)
@@ -206,6 +228,7 @@ func newSeedFixtures(t *testing.T) *seedEnv {
 
 	// python-executor-mcp: the README's directories and files, relocated.
 	mcptest.WriteFile(t, e.rel("work/project/main.py"), "import os, sys\nprint('main.py on Python', sys.version.split()[0])\nprint('DATABASE_URL', os.getenv('DATABASE_URL'))\nprint('DEBUG', os.getenv('DEBUG'))\n")
+	mcptest.WriteFile(t, e.rel("opt/jobs/long_task.py"), "import time\nfor i in range(5):\n    print('step', i, flush=True)\n    time.sleep(0.2)\nprint('done')\n")
 	mcptest.WriteFile(t, e.rel("work/test.py"), "import os\nprint(os.getenv('MY_VAR'))\n")
 	mcptest.WriteFile(t, e.rel("work/.env"), "MY_VAR=from_file\n")
 	mcptest.WriteFile(t, e.rel("path/to/.env"), `# Comments are supported
@@ -319,7 +342,6 @@ const (
 )
 
 const (
-	jobsPending = "needs background jobs (the jobs work): not in this build, so the job tools are not registered"
 	restCovered = "HTTP API of the execution server (pyexec serve): covered by the REST server's own tests, not by MCP"
 )
 
@@ -543,8 +565,8 @@ func seedExamples() []seedExample {
 					t.Errorf("benchmark = %v %q", out, text)
 				}
 			}},
-		{seed: mcpSeed, example: "8.5 run_script_in_dir_async + job-stream:// + get_job_output", skip: jobsPending},
-		{seed: mcpSeed, example: "8.6 run_script_with_dependencies_async", skip: jobsPending},
+		{seed: mcpSeed, example: "8.5 run_script_in_dir_async + job-stream:// + get_job_output", run: example85},
+		{seed: mcpSeed, example: "8.6 run_script_with_dependencies_async", run: example86},
 		{seed: mcpSeed, example: "8.7 environment variables", server: pymcp, tool: "run_script_with_dependencies",
 			args: static(map[string]any{
 				"script_content": "\nimport os\nprint(f\"DB: {os.getenv('DATABASE_URL')}\")\nprint(f\"Key: {os.getenv('API_KEY')}\")\n",
@@ -552,11 +574,11 @@ func seedExamples() []seedExample {
 				"env_vars": map[string]string{"DATABASE_URL": "postgresql://localhost/mydb", "API_KEY": "sk-test-123"},
 			}),
 			check: pyexecMCPRun("DB: postgresql://localhost/mydb\nKey: sk-test-123\n", "resolved_dependencies", "python_version_used")},
-		{seed: mcpSeed, example: "8.8 py_job_status / smart-async job tracking", skip: jobsPending},
-		{seed: mcpSeed, example: "8.9 kill_job", skip: jobsPending},
-		{seed: mcpSeed, example: "6.2 py_job_status, py_list_jobs, py_cancel_job, py_prune_jobs", skip: jobsPending},
-		{seed: mcpSeed, example: "4.3 list_running_jobs, get_job_output, kill_job", skip: jobsPending},
-		{seed: mcpSeed, example: "16 combined workflow (numpy, async, job-stream)", skip: jobsPending},
+		{seed: mcpSeed, example: "8.8 py_job_status / smart-async job tracking", run: example88},
+		{seed: mcpSeed, example: "8.9 kill_job", run: example89},
+		{seed: mcpSeed, example: "6.2 py_job_status, py_list_jobs, py_cancel_job, py_prune_jobs", run: example62jobs},
+		{seed: mcpSeed, example: "4.3 list_running_jobs, get_job_output, kill_job", run: example43},
+		{seed: mcpSeed, example: "16 combined workflow (numpy stand-in, async, job-stream)", deps: true, run: example16},
 		{seed: mcpSeed, example: "7.1 env_vars dict with run_script_in_dir", server: pymcp, tool: "run_script_in_dir",
 			args: func(e *seedEnv) map[string]any {
 				return map[string]any{"directory": e.rel("/work/project"), "script_path": "main.py",
