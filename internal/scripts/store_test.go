@@ -231,3 +231,21 @@ func BenchmarkAutosave(b *testing.B) {
 	b.StopTimer()
 	s.Flush()
 }
+
+// BenchmarkAutosaveWriter measures the background writer: how many
+// autosaves per second it stores (with retention), i.e. the burst rate
+// beyond which the queue fills and autosaves are dropped.
+func BenchmarkAutosaveWriter(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{MaxAutosaved: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	code := strings.Repeat("print('hello world')\n", 50)
+	args := map[string]any{"timeout": 30}
+	b.ResetTimer()
+	for b.Loop() {
+		s.Autosave(AutosaveRecord{Tool: "run_python", Code: code, Arguments: args})
+		s.Flush()
+	}
+}
