@@ -33,6 +33,20 @@ const instructions = `pyexec runs Python for you without any shell quoting: pass
 	`Use run_python for one run, run_python_batch for up to 20 independent snippets in parallel, server_info to see the workspace, interpreters and limits. ` +
 	`Every run has a hard timeout that kills its whole process tree; partial output is kept.`
 
+// toolsetInstructions tells the model about the tools a toolset adds.
+func toolsetInstructions(ts string) string {
+	switch ts {
+	case ToolsetCore:
+		return ` benchmark_python measures repeated runs (wall, CPU, exact peak memory; profile: true adds a cProfile table). ` +
+			`plan_batch suggests workers and chunks for run_python_batch; chunk_code splits long code on line boundaries.`
+	case ToolsetScripts:
+		return ` save_script stores code by name with its dependencies (run it with script_name); list_scripts and view_script show saved scripts and the autosaved code of recent inline runs.`
+	case ToolsetCompat:
+		return ` The tools of the uv-exec-mcp, py-executor and python-executor-mcp servers are also available under their own names.`
+	}
+	return ""
+}
+
 // New builds an MCP server whose tools call ex.
 func New(ex executor.Executor, opts Options) *mcp.Server {
 	logger := opts.Logger
@@ -47,6 +61,11 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	sets := opts.Toolsets
 	if sets == nil {
 		sets, _ = ParseToolsets(DefaultToolsets)
+	}
+	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetCompat} {
+		if slices.Contains(sets, ts) && (ts != ToolsetScripts || opts.Scripts != nil) {
+			sopts.Instructions += toolsetInstructions(ts)
+		}
 	}
 	if slices.Contains(sets, ToolsetJobs) || slices.Contains(sets, ToolsetCompat) {
 		// Background jobs serve the job tools and the seeds' async tools;
