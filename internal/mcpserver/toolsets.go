@@ -27,15 +27,21 @@ const (
 // DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
 const DefaultToolsets = "core,jobs,scripts"
 
-// toolsets lists every toolset in registration order.
-var toolsets = []struct {
+// toolset is a named group of tools and how to register it.
+type toolset struct {
 	name     string
 	register func(*tools, *mcp.Server)
-}{
-	{ToolsetCore, (*tools).registerCore},
-	{ToolsetJobs, (*tools).registerJobs},
-	{ToolsetScripts, (*tools).registerScripts},
-	{ToolsetCompat, (*tools).registerCompat},
+}
+
+// toolsets lists every toolset in registration order (jobs before compat:
+// compat serves the seed's job-stream:// only when jobs did not).
+func toolsets() []toolset {
+	return []toolset{
+		{ToolsetCore, (*tools).registerCore},
+		{ToolsetJobs, (*tools).registerJobs},
+		{ToolsetScripts, (*tools).registerScripts},
+		{ToolsetCompat, (*tools).registerCompat},
+	}
 }
 
 // ParseToolsets reads a comma-separated toolset list ("all" = every
@@ -48,16 +54,11 @@ func ParseToolsets(spec string) ([]string, error) {
 		case name == "":
 			continue
 		case name == "all":
-			for _, ts := range toolsets {
+			for _, ts := range toolsets() {
 				out = append(out, ts.name)
 			}
 			continue
-		case !slices.ContainsFunc(toolsets, func(ts struct {
-			name     string
-			register func(*tools, *mcp.Server)
-		}) bool {
-			return ts.name == name
-		}):
+		case !slices.ContainsFunc(toolsets(), func(ts toolset) bool { return ts.name == name }):
 			return nil, fmt.Errorf("unknown toolset %q; known: core, jobs, scripts, compat, all", name)
 		}
 		out = append(out, name)
@@ -74,7 +75,7 @@ func (t *tools) registerToolsets(srv *mcp.Server, names []string) {
 	if names == nil {
 		names, _ = ParseToolsets(DefaultToolsets)
 	}
-	for _, ts := range toolsets {
+	for _, ts := range toolsets() {
 		if slices.Contains(names, ts.name) {
 			ts.register(t, srv)
 		}
