@@ -434,6 +434,8 @@ func seedExamples() []seedExample {
 				}
 			}},
 		{seed: uvSeed, example: "curl http://127.0.0.1:8080/health and POST /execute", skip: restCovered},
+		{seed: uvSeed, example: "echo '{\"method\": \"tools/call\", ...}' | mcp_http_client.py", skip: "a bare line without jsonrpc/id is not a JSON-RPC request for any MCP server; the same call through a real client is example 02 (check_execution_server), and pyexec mcp over stdio is TestSeedExamplesSubprocess"},
+		{seed: uvSeed, example: "mcp dev ../mcp_http_client.py (MCP inspector)", skip: "interactive Node.js inspector; the subprocess test is the scripted equivalent"},
 
 		// ---------------- py-executor ----------------
 		{seed: pyexSeed, example: "Why: print(\"Hello 'world' with \\\"quotes\\\" and $variables\")", server: pyex, tool: "run_python",
@@ -628,14 +630,28 @@ func seedExamples() []seedExample {
 			},
 			check: func(t *testing.T, e *seedEnv, out map[string]any, text string, isErr bool) {
 				list, _ := out["scripts"].([]any)
-				if isErr || len(list) < 5 || list[0].(map[string]any)["autosaved"] != true {
+				if isErr || len(list) < 5 || list[len(list)-1].(map[string]any)["autosaved"] != true {
 					t.Errorf("py_list_scripts = %v %q", out, text)
+				}
+			}},
+		{seed: mcpSeed, example: "6.5 @smart_async decorator and create_progress_callback (the seed's Python API)", skip: "an API of the seed's own source code, not an MCP call; pyexec's equivalents are the smart-async handoff of every run tool and pyexec_progress.report (example 8.8)"},
+		{seed: mcpSeed, example: "py_view_script(script_name) of a manually saved script", server: pymcp, tool: "py_view_script",
+			args: func(e *seedEnv) map[string]any {
+				// The seed's scripts/ were files put there by hand; pyexec saves them with save_script.
+				if out, text, isErr := tryCall(e.pymcp, "save_script", map[string]any{"name": "report", "code": "\"\"\"Monthly report.\"\"\"\nprint('report')\n"}); isErr {
+					panic(fmt.Sprint("save_script: ", out, text))
+				}
+				return map[string]any{"script_name": "report"}
+			},
+			check: func(t *testing.T, _ *seedEnv, out map[string]any, text string, isErr bool) {
+				if isErr || out["name"] != "report" || out["description"] != "Monthly report." || out["autosaved"] != false || !strings.Contains(out["source"].(string), "print('report')") {
+					t.Errorf("py_view_script = %v %q", out, text)
 				}
 			}},
 		{seed: mcpSeed, example: "py_list_scripts() lists only manually saved scripts", server: pymcp, tool: "py_list_scripts",
 			args: static(nil),
 			check: func(t *testing.T, _ *seedEnv, out map[string]any, text string, isErr bool) {
-				if isErr || out["count"] != float64(0) {
+				if list, _ := out["scripts"].([]any); isErr || out["count"] != float64(1) || list[0].(map[string]any)["name"] != "report" {
 					t.Errorf("py_list_scripts = %v %q", out, text)
 				}
 			}},
@@ -658,10 +674,12 @@ func newestAutosaved(e *seedEnv) string {
 	e.waitAutosave()
 	out, _, _ := tryCall(e.pymcp, "py_list_scripts", map[string]any{"include_autosaved": true})
 	list, _ := out["scripts"].([]any)
-	if len(list) == 0 {
-		return "none"
+	for _, x := range list { // saved scripts first, then autosaved ones newest first
+		if m := x.(map[string]any); m["autosaved"] == true {
+			return m["name"].(string)
+		}
 	}
-	return list[0].(map[string]any)["name"].(string)
+	return "none"
 }
 
 func batchResults(t *testing.T, out map[string]any, text string, isErr bool, n int) []map[string]any {
