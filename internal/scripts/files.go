@@ -28,7 +28,9 @@ func readHead(path string) (string, error) {
 }
 
 // writeAtomic writes data beside path and renames it into place, so a
-// reader never sees half a file.
+// reader never sees half a file. Files are private to the server's user:
+// code and call arguments can hold secrets, and runs never read them here
+// (a saved script runs as inline code from the engine's own code dir).
 func writeAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
@@ -40,7 +42,7 @@ func writeAtomic(path string, data []byte) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644)
+		werr = os.Chmod(tmp.Name(), 0o600)
 	}
 	if werr == nil {
 		werr = os.Rename(tmp.Name(), path)

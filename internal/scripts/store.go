@@ -75,7 +75,7 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		log:      opts.Logger,
 	}
 	for _, d := range []string{s.savedDir, s.autoDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("scripts: create %s: %w", d, err)
 		}
 	}

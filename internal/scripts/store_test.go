@@ -91,6 +91,9 @@ func TestSaveListViewRoundTrip(t *testing.T) {
 	if v.Sidecar == nil || v.Sidecar.Name != "hello" || v.Sidecar.CodeSHA256 != sha(v.Source) {
 		t.Errorf("sidecar = %+v", v.Sidecar)
 	}
+	if fi, err := os.Stat(e.Path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("saved script mode = %v, %v; want 0600 (code can hold secrets)", fi.Mode(), err)
+	}
 	src, err := s.Source("hello.py")
 	if err != nil || src != v.Source {
 		t.Errorf("Source = %q, %v", src, err)
