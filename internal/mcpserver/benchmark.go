@@ -95,5 +95,8 @@ func renderBenchmark(r executor.BenchmarkResult) string {
 
 // mdCell keeps a value from breaking a markdown table row.
 func mdCell(s string) string {
+	if s == "" {
+		return ""
+	}
 	return "`" + strings.NewReplacer("|", `\|`, "`", "'", "\n", " ").Replace(s) + "`"
 }
