@@ -370,6 +370,7 @@ func TestListAndPrune(t *testing.T) {
 			t.Fatalf("incomplete info: %+v", e)
 		}
 	}
+	m.Wait() // an env being sealed counts as in use
 	res, err := m.Prune(ctx, PruneOptions{All: true})
 	if err != nil {
 		t.Fatal(err)
