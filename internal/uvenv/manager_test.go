@@ -333,6 +333,7 @@ func TestEvictionUnderSizeCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer releaseC()
+	m.Wait() // envs still being sealed are evicted once sealed
 	envs, _ = m.List(ctx)
 	if len(envs) != 1 || envs[0].Dir != c.Dir {
 		t.Fatalf("after eviction: %+v", envs)
@@ -493,6 +494,7 @@ func TestEvictionSparesEnvsInUseByAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	release() // alpha 2.0: built by m1, no longer in use
+	m1.Wait() // and sealed (a sealing env counts as in use)
 	fresh := ensure(t, m2, Spec{Python: basePython, Requirements: []string{"pyexec-beta"}})
 	envs, _ := m2.List(context.Background())
 	var dirs []string

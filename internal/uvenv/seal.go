@@ -49,6 +49,12 @@ func (m *Manager) sealLater(key string) {
 		defer cancel()
 		if err := m.seal(ctx, key); err != nil {
 			m.sealErrors.Add(1)
+			return
+		}
+		// Envs that were being sealed could not be evicted when this one
+		// was built, and sizes now include bytecode: enforce the cap again.
+		if m.maxBytes > 0 {
+			_, _ = m.prune(ctx, PruneOptions{MaxBytes: m.maxBytes}, key)
 		}
 	}()
 }
