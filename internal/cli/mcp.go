@@ -33,6 +33,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 		return 1
 	}
+	defer ex.Engine().Close() // after the jobs: lets new environments finish sealing
 	cfg := ex.Engine().Config()
 	toolsets, store, err := mf.open(cfg.StateDir, logger)
 	if err != nil {
