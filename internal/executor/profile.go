@@ -24,6 +24,11 @@ var profileWrapper string
 // script still runs as a file with its own args, cwd, interpreter and
 // environment. A missing table is not an error: the note says why.
 func profile(ctx context.Context, ex Executor, req engine.Request, rows int, progress ProgressFunc) ([]ProfileRow, string, error) {
+	if _, ok := ex.(interface{ Engine() *engine.Engine }); !ok {
+		// The preamble is not part of the wire format: a remote executor
+		// would run the script unprofiled. Its server profiles instead.
+		return nil, "not profiled: profiling needs the in-process executor (call the execution server's benchmark)", nil
+	}
 	nonce := make([]byte, 12)
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, "", fmt.Errorf("profile marker: %w", err)
