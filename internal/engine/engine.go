@@ -174,6 +174,11 @@ func (e *Engine) timeout(seconds float64) (time.Duration, error) {
 	return min(d, e.cfg.MaxTimeout), nil
 }
 
+// CodeFile stores trusted server-side Python (such as the benchmark's
+// profiling wrapper) where inline code goes and returns its path, for use in
+// Request.Preamble: every run can read that directory, whatever confines it.
+func (e *Engine) CodeFile(code string) (string, error) { return e.writeCode(code) }
+
 // writeCode stores inline code in a file named by its content hash, so the
 // same snippet is written once and tracebacks name a stable file.
 func (e *Engine) writeCode(code string) (string, error) {

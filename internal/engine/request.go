@@ -23,11 +23,12 @@ type Request struct {
 
 	Timeout float64 `json:"timeout,omitempty" jsonschema:"Hard time limit in seconds; on timeout the whole process tree is killed and partial output is kept. Without it: 30 s for batch entries and plain runs (capped by the server maximum, default 600 s); run_python calls, which can continue as background jobs, are limited by the job timeout (default 3600 s), which also caps this value."`
 
-	// Preamble is inserted between `python -u` and the script file, e.g.
-	// {"-c", WRAPPER, ...} so a wrapper (the benchmark's profiler) runs the
-	// script: argv becomes python -u PREAMBLE... FILE ARGS.... Set only by
-	// trusted server code, never from the wire (json:"-"), and it must not
-	// be served by a warm interpreter that cannot honour it.
+	// Preamble is inserted between `python -u` and the script file: a
+	// wrapper script and its arguments (the benchmark's profiler, see
+	// Engine.CodeFile), so argv is python -u WRAPPER ARGS... FILE ARGS... and
+	// keeps the plain shape (a script file first) that every start path,
+	// cold or warm, runs the same way. Set only by trusted server code, never
+	// from the wire (json:"-").
 	Preamble []string `json:"-"`
 }
 

@@ -20,21 +20,28 @@ import (
 var profileWrapper string
 
 // profile runs req once under cProfile and returns the top rows by
-// cumulative time. The wrapper goes in through the engine's Preamble, so the
-// script still runs as a file with its own args, cwd, interpreter and
-// environment. A missing table is not an error: the note says why.
+// cumulative time. The wrapper is a script file in the engine's code
+// directory put in front through the engine's Preamble
+// (python -u WRAPPER MARKER ROWS FILE ARGS...), so the script still runs as a
+// file with its own args, cwd, interpreter and environment. A missing table
+// is not an error: the note says why.
 func profile(ctx context.Context, ex Executor, req engine.Request, rows int, progress ProgressFunc) ([]ProfileRow, string, error) {
-	if _, ok := ex.(interface{ Engine() *engine.Engine }); !ok {
+	local, ok := ex.(interface{ Engine() *engine.Engine })
+	if !ok {
 		// The preamble is not part of the wire format: a remote executor
 		// would run the script unprofiled. Its server profiles instead.
 		return nil, "not profiled: profiling needs the in-process executor (call the execution server's benchmark)", nil
+	}
+	wrapper, err := local.Engine().CodeFile(profileWrapper)
+	if err != nil {
+		return nil, "", fmt.Errorf("profile wrapper: %w", err)
 	}
 	nonce := make([]byte, 12)
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, "", fmt.Errorf("profile marker: %w", err)
 	}
 	marker := "@@pyexec-profile-" + hex.EncodeToString(nonce) + "@@"
-	req.Preamble = []string{"-c", profileWrapper, marker, strconv.Itoa(rows)}
+	req.Preamble = []string{wrapper, marker, strconv.Itoa(rows)}
 	res, err := ex.Run(ctx, req, progress)
 	if err != nil {
 		return nil, "", err

@@ -1,5 +1,5 @@
 # pyexec benchmark profiler. Run as:
-#   python -u -c THIS_SOURCE MARKER ROWS SCRIPT [ARGS...]
+#   python -u THIS_FILE MARKER ROWS SCRIPT [ARGS...]
 # It runs SCRIPT as __main__ (like `python SCRIPT ARGS`) under cProfile and,
 # however the script ends (normally, sys.exit, an exception), writes the top
 # ROWS functions by cumulative time as one JSON line between two MARKER lines
@@ -28,9 +28,10 @@ def _pyexec_profile():
     finally:
         out = []
         stats = pstats.Stats(prof).stats
-        # Hide the wrapper's own frames: runpy, this -c source, the exec that
+        # Hide the wrapper's own frames: runpy, this file, the exec that
         # runpy uses to start the script, and the profiler's disable call.
-        hidden = {runpy.__file__, runpy.__file__.rstrip("c"), "<frozen runpy>", "<string>"}
+        hidden = {runpy.__file__, runpy.__file__.rstrip("c"), "<frozen runpy>", "<string>",
+                  _pyexec_profile.__code__.co_filename}
         for (filename, line, name), (cc, nc, tt, ct, _callers) in stats.items():
             if filename in hidden or (filename == "~" and (
                     "_lsprof.Profiler" in name or name == "<built-in method builtins.exec>")):
