@@ -12,7 +12,7 @@ import (
 
 // headBytes is how much of a script is read to list it: the docstring and
 // the PEP 723 header live at the top.
-const headBytes = 64 << 10
+const headBytes = 16 << 10
 
 func readHead(path string) (string, error) {
 	f, err := os.Open(path)
