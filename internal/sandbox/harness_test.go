@@ -1,0 +1,228 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary doubles as a miniature launcher (what internal/launcher
+// does for real): re-executed with PYEXEC_SANDBOX_TEST_LAUNCHER=1 it reads a
+// Spec from the environment, becomes a child subreaper, calls Prepare and
+// Start, reaps everything, calls Finish and writes the Report to a file.
+
+const (
+	envLauncher = "PYEXEC_SANDBOX_TEST_LAUNCHER"
+	envSpec     = "PYEXEC_SANDBOX_TEST_SPEC"
+	envReport   = "PYEXEC_SANDBOX_TEST_REPORT"
+)
+
+type launcherReport struct {
+	Report   Report `json:"report"`
+	Exit     int    `json:"exit"`
+	Signal   int    `json:"signal"`
+	StartErr string `json:"start_err,omitempty"`
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envLauncher) == "1" {
+		os.Exit(testLauncherMain())
+	}
+	os.Exit(m.Run())
+}
+
+func testLauncherMain() int {
+	var out launcherReport
+	write := func() int {
+		b, _ := json.Marshal(out)
+		_ = os.WriteFile(os.Getenv(envReport), b, 0o600)
+		return 0
+	}
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	spec, err := UnmarshalSpec([]byte(os.Getenv(envSpec)))
+	if err != nil {
+		out.StartErr = err.Error()
+		return write()
+	}
+	argv := os.Args[1:]
+	r, err := Prepare(spec)
+	if err != nil {
+		out.StartErr = err.Error()
+		return write()
+	}
+	env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + spec.Workspace}
+	if spec.TmpDir != "" {
+		env = append(env, "TMPDIR="+spec.TmpDir)
+	}
+	pid, err := r.Start(argv[0], argv, &syscall.ProcAttr{
+		Dir:   spec.Workspace,
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		out.StartErr = err.Error()
+		r.Close()
+		return write()
+	}
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, &ru)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	// Python is gone: kill the rest of its tree (what the real launcher
+	// does with its subreaper bookkeeping), then let Finish sweep the cgroup.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	out.Report = r.Finish(ws, &ru)
+	for {
+		var w syscall.WaitStatus
+		p, err := syscall.Wait4(-1, &w, syscall.WNOHANG, nil)
+		if p <= 0 || err != nil {
+			break
+		}
+	}
+	if ws.Signaled() {
+		out.Signal = int(ws.Signal())
+		out.Exit = -int(ws.Signal())
+	} else {
+		out.Exit = ws.ExitStatus()
+	}
+	return write()
+}
+
+type runResult struct {
+	launcherReport
+	Stdout, Stderr string
+}
+
+var runCounter atomic.Int64
+
+// sandboxed runs argv through the miniature launcher with spec.
+func sandboxed(t *testing.T, spec Spec, timeout time.Duration, argv ...string) runResult {
+	t.Helper()
+	if spec.RunID == "" {
+		spec.RunID = fmt.Sprintf("test-%d-%d", os.Getpid(), runCounter.Add(1))
+	}
+	b, err := spec.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(os.Args[0], argv...)
+	cmd.Env = append(os.Environ(), envLauncher+"=1", envSpec+"="+string(b), envReport+"="+rep)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		t.Fatalf("launcher timed out after %v; stderr=%q", timeout, se.String())
+	}
+	var res runResult
+	raw, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatalf("no report: %v; stderr=%q", err, se.String())
+	}
+	if err := json.Unmarshal(raw, &res.launcherReport); err != nil {
+		t.Fatal(err)
+	}
+	res.Stdout, res.Stderr = so.String(), se.String()
+	return res
+}
+
+// env is a test fixture: a workspace and tmp dir writable by nobody, an
+// outside dir (writable by everyone, so only the sandbox stops writes) and
+// a secret file outside both, readable by everyone (only strict stops it).
+type env struct {
+	base, ws, tmp, outside, secret string
+	nobody                         *Credential
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("sandbox integration tests need root (cgroups, run-as)")
+	}
+	// Not under t.TempDir: its parent is 0700, which nobody cannot cross.
+	base, err := os.MkdirTemp("", "pyexec-sbx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	e := &env{base: base, ws: filepath.Join(base, "ws"), tmp: filepath.Join(base, "tmp"), outside: filepath.Join(base, "outside")}
+	for _, d := range []string{e.ws, e.tmp, e.outside} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o777)
+	}
+	os.Chmod(base, 0o755)
+	// /var/tmp is readable under the workspace policy (only /tmp is hidden).
+	sec, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sec) })
+	os.Chmod(sec, 0o755)
+	e.secret = filepath.Join(sec, "secret.txt")
+	if err := os.WriteFile(e.secret, []byte("TOP-SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.nobody, err = LookupCredential("nobody")
+	if err != nil {
+		t.Skip("no nobody user")
+	}
+	return e
+}
+
+func (e *env) spec(p Policy) Spec {
+	return Spec{Settings: Settings{Policy: p}, Workspace: e.ws, TmpDir: e.tmp, RunAs: e.nobody}
+}
+
+const python = "/usr/bin/python3.11"
+
+func py(code string, args ...string) []string {
+	return append([]string{python, "-S", "-c", code}, args...)
+}
+
+func needPython(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+}
+
+// noCgroupLeft asserts the run's cgroup directories are gone.
+func noCgroupLeft(t *testing.T) {
+	t.Helper()
+	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() && strings.HasPrefix(d.Name(), cgroupPrefix+fmt.Sprintf("test-%d-", os.Getpid())) {
+				t.Errorf("cgroup left behind: %s", p)
+			}
+			return nil
+		})
+	}
+}
