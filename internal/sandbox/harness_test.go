@@ -1,13 +1,14 @@
 package sandbox
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,12 +26,14 @@ const (
 	envLauncher = "PYEXEC_SANDBOX_TEST_LAUNCHER"
 	envSpec     = "PYEXEC_SANDBOX_TEST_SPEC"
 	envReport   = "PYEXEC_SANDBOX_TEST_REPORT"
+	envTimeout  = "PYEXEC_SANDBOX_TEST_TIMEOUT_MS"
 )
 
 type launcherReport struct {
 	Report   Report `json:"report"`
 	Exit     int    `json:"exit"`
 	Signal   int    `json:"signal"`
+	TimedOut bool   `json:"timed_out"`
 	StartErr string `json:"start_err,omitempty"`
 }
 
@@ -75,6 +78,34 @@ func testLauncherMain() int {
 		r.Close()
 		return write()
 	}
+	// Timeout: TERM to the group and the cgroup, a short grace, then KILL,
+	// as the real launcher does.
+	stop := make(chan struct{})
+	timerDone := make(chan struct{})
+	timedOut := false
+	go func() {
+		defer close(timerDone)
+		ms, _ := strconv.Atoi(os.Getenv(envTimeout))
+		if ms <= 0 {
+			<-stop
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		}
+		timedOut = true
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		r.Signal(syscall.SIGTERM)
+		select {
+		case <-stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		r.Signal(syscall.SIGKILL)
+	}()
 	var ws syscall.WaitStatus
 	var ru syscall.Rusage
 	for {
@@ -83,6 +114,9 @@ func testLauncherMain() int {
 			break
 		}
 	}
+	close(stop)
+	<-timerDone
+	out.TimedOut = timedOut
 	// Python is gone: kill the rest of its tree (what the real launcher
 	// does with its subreaper bookkeeping), then let Finish sweep the cgroup.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -105,13 +139,22 @@ func testLauncherMain() int {
 
 type runResult struct {
 	launcherReport
-	Stdout, Stderr string
+	RunID           string
+	Stdout, Stderr  string
+	StdoutBytes     int64
+	StdoutTruncated bool
 }
 
 var runCounter atomic.Int64
 
 // sandboxed runs argv through the miniature launcher with spec.
 func sandboxed(t *testing.T, spec Spec, timeout time.Duration, argv ...string) runResult {
+	t.Helper()
+	return sandboxedT(t, spec, timeout, 0, argv...)
+}
+
+// sandboxedT is sandboxed with a run timeout enforced by the launcher.
+func sandboxedT(t *testing.T, spec Spec, timeout, runTimeout time.Duration, argv ...string) runResult {
 	t.Helper()
 	if spec.RunID == "" {
 		spec.RunID = fmt.Sprintf("test-%d-%d", os.Getpid(), runCounter.Add(1))
@@ -123,7 +166,10 @@ func sandboxed(t *testing.T, spec Spec, timeout time.Duration, argv ...string) r
 	rep := filepath.Join(t.TempDir(), "report.json")
 	cmd := exec.Command(os.Args[0], argv...)
 	cmd.Env = append(os.Environ(), envLauncher+"=1", envSpec+"="+string(b), envReport+"="+rep)
-	var so, se bytes.Buffer
+	if runTimeout > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", envTimeout, runTimeout.Milliseconds()))
+	}
+	var so, se capWriter
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -147,7 +193,36 @@ func sandboxed(t *testing.T, spec Spec, timeout time.Duration, argv ...string) r
 		t.Fatal(err)
 	}
 	res.Stdout, res.Stderr = so.String(), se.String()
+	res.RunID = spec.RunID
+	res.StdoutBytes, res.StdoutTruncated = so.n, so.n > int64(len(so.buf))
 	return res
+}
+
+// capWriter keeps the first 1 MiB and counts the rest (an output flood must
+// not blow up the test's memory).
+type capWriter struct {
+	mu  sync.Mutex
+	buf []byte
+	n   int64
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n += int64(len(p))
+	if room := (1 << 20) - len(w.buf); room > 0 {
+		if room > len(p) {
+			room = len(p)
+		}
+		w.buf = append(w.buf, p[:room]...)
+	}
+	return len(p), nil
+}
+
+func (w *capWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
 }
 
 // env is a test fixture: a workspace and tmp dir writable by nobody, an
@@ -211,15 +286,24 @@ func needPython(t *testing.T) {
 	}
 }
 
-// noCgroupLeft asserts the run's cgroup directories are gone.
+// noCgroupLeft asserts no cgroup of this test process's runs is left.
 func noCgroupLeft(t *testing.T) {
+	t.Helper()
+	noCgroupLeftFor(t, fmt.Sprintf("test-%d-", os.Getpid()))
+}
+
+// noCgroupLeftFor asserts no cgroup of run id prefix (or of run ids
+// starting with it when it ends in "-") is left.
+func noCgroupLeftFor(t *testing.T, prefix string) {
 	t.Helper()
 	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"} {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return nil
 			}
-			if d.IsDir() && strings.HasPrefix(d.Name(), cgroupPrefix+fmt.Sprintf("test-%d-", os.Getpid())) {
+			name := strings.TrimPrefix(d.Name(), cgroupPrefix)
+			// prefix "test-PID-" matches all of them, a run id only itself.
+			if d.IsDir() && (name == prefix || strings.HasSuffix(prefix, "-") && strings.HasPrefix(name, prefix)) {
 				t.Errorf("cgroup left behind: %s", p)
 			}
 			return nil
