@@ -120,7 +120,7 @@ func testLauncherMain() int {
 	// Python is gone: kill the rest of its tree (what the real launcher
 	// does with its subreaper bookkeeping), then let Finish sweep the cgroup.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	out.Report = r.Finish(ws, &ru)
+	out.Report = r.Finish(ws, float64(ru.Utime.Sec+ru.Stime.Sec)+float64(ru.Utime.Usec+ru.Stime.Usec)/1e6)
 	for {
 		var w syscall.WaitStatus
 		p, err := syscall.Wait4(-1, &w, syscall.WNOHANG, nil)

@@ -354,11 +354,12 @@ func (r *Run) Signal(sig syscall.Signal) {
 	r.cg.signal(sig)
 }
 
-// Finish is called after the launcher reaped the Python process (ws, ru are
-// its wait status and rusage; ru may be nil). It reads the cgroup's
+// Finish is called after the launcher reaped the Python process (ws is its
+// wait status, cpuSeconds the user+system CPU of the run's processes, 0 if
+// unknown). It reads the cgroup's
 // evidence, kills whatever is left in the cgroup, removes it, and says
 // which limit (if any) was exceeded.
-func (r *Run) Finish(ws syscall.WaitStatus, ru *syscall.Rusage) Report {
+func (r *Run) Finish(ws syscall.WaitStatus, cpuSeconds float64) Report {
 	rep := Report{Applied: r.applied, Skipped: r.skipped, MemoryViaRlimit: r.asMem}
 	var st cgroupStats
 	if r.cg != nil {
@@ -367,7 +368,7 @@ func (r *Run) Finish(ws syscall.WaitStatus, ru *syscall.Rusage) Report {
 		rep.PeakMemoryBytes = st.PeakMemoryBytes
 		rep.PeakProcs = st.PeakPids
 	}
-	rep.LimitExceeded = classify(ws, ru, st, r.spec.Limits)
+	rep.LimitExceeded = classify(ws, cpuSeconds, st, r.spec.Limits)
 	if err := r.Close(); err != nil {
 		rep.CleanupError = err.Error()
 	}
@@ -375,14 +376,14 @@ func (r *Run) Finish(ws syscall.WaitStatus, ru *syscall.Rusage) Report {
 }
 
 // classify derives the exceeded limit from evidence, most specific first.
-func classify(ws syscall.WaitStatus, ru *syscall.Rusage, st cgroupStats, lim Limits) string {
+func classify(ws syscall.WaitStatus, cpuSeconds float64, st cgroupStats, lim Limits) string {
 	switch {
 	case st.OOMKills > 0:
 		return LimitMemory
 	case ws.Signaled() && ws.Signal() == syscall.SIGXCPU:
 		return LimitCPU
-	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && lim.CPUSeconds > 0 && ru != nil &&
-		ru.Utime.Sec+ru.Stime.Sec >= lim.CPUSeconds:
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && lim.CPUSeconds > 0 &&
+		cpuSeconds >= float64(lim.CPUSeconds):
 		return LimitCPU
 	case ws.Signaled() && ws.Signal() == syscall.SIGXFSZ:
 		return LimitFileSize

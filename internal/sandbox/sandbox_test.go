@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -448,4 +449,42 @@ func TestPrepareRejectsBadSpec(t *testing.T) {
 		t.Error("missing workspace dir accepted")
 	}
 	noCgroupLeft(t)
+}
+
+// BenchmarkRun measures a whole run of print(1) through the test launcher
+// for each policy; compare the ns/op of the sub-benchmarks (same process,
+// same run) to get the per-run overhead of confinement.
+func BenchmarkRun(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	base, err := os.MkdirTemp("", "pyexec-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o777)
+	nobody, _ := LookupCredential("nobody")
+	unlimited := Limits{MemoryBytes: -1, CPUSeconds: -1, MaxProcs: -1, FileSizeBytes: -1, OpenFiles: -1}
+	for _, c := range []struct {
+		name string
+		p    Policy
+		lim  Limits
+	}{{"none-nolimits", PolicyNone, unlimited}, {"none", PolicyNone, Limits{}}, {"workspace", PolicyWorkspace, Limits{}}, {"strict", PolicyStrict, Limits{}}} {
+		p := c.p
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				spec := Spec{Settings: Settings{Policy: p, Limits: c.lim}, Workspace: base, RunAs: nobody,
+					RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), runCounter.Add(1))}
+				raw, _ := spec.Marshal()
+				rep := filepath.Join(base, "r.json")
+				cmd := exec.Command(os.Args[0], python, "-S", "-c", "print(1)")
+				cmd.Env = append(os.Environ(), envLauncher+"=1", envSpec+"="+string(raw), envReport+"="+rep)
+				out, err := cmd.Output()
+				if err != nil || string(out) != "1\n" {
+					b.Fatalf("%q %v", out, err)
+				}
+			}
+		})
+	}
 }
