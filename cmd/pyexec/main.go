@@ -6,8 +6,12 @@ import (
 	"os"
 
 	"github.com/pyexec/pyexec/internal/cli"
+	"github.com/pyexec/pyexec/internal/launcher"
 )
 
 func main() {
+	// Each run re-executes this binary as its launcher; that path never
+	// returns.
+	launcher.MaybeRun()
 	os.Exit(cli.Main(os.Args[1:]))
 }

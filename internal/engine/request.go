@@ -8,7 +8,7 @@ package engine
 // every field carries a description for the generated JSON schema.
 type Request struct {
 	Code       string   `json:"code,omitempty" jsonschema:"Inline Python source to run (at most 1 MiB). Exactly one of code or script_path must be given."`
-	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace (relative to the workspace or absolute). Exactly one of code or script_path must be given."`
+	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace, relative to cwd (default: the workspace root) or absolute. Exactly one of code or script_path must be given."`
 	Args       []string `json:"args,omitempty" jsonschema:"Command-line arguments passed to the script as sys.argv[1:]."`
 	Stdin      string   `json:"stdin,omitempty" jsonschema:"Text fed to the script's standard input. Without it stdin is empty (/dev/null)."`
 	Cwd        string   `json:"cwd,omitempty" jsonschema:"Working directory of the run, inside the workspace (relative to it or absolute). Default: the workspace root. A .venv/bin/python found here is used when no interpreter is requested."`
@@ -35,6 +35,10 @@ type Result struct {
 	ExecutionStrategy string  `json:"execution_strategy" jsonschema:"How the interpreter was chosen: system-python, venv (a .venv or explicit virtualenv), uv-env or uv-project."`
 	PythonVersionUsed string  `json:"python_version_used" jsonschema:"Version of the interpreter that ran the code, like 3.11.7."`
 	Executable        string  `json:"executable" jsonschema:"Path of the interpreter that ran the code."`
+
+	CPUUserSeconds   float64 `json:"cpu_user_seconds" jsonschema:"User CPU time of the whole process tree (kernel rusage of the finished run)."`
+	CPUSystemSeconds float64 `json:"cpu_system_seconds" jsonschema:"System CPU time of the whole process tree (kernel rusage of the finished run)."`
+	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Largest resident set size reached by any one process of the run, from the kernel's rusage (exact, not sampled)."`
 
 	StdoutBytes     int64 `json:"stdout_bytes" jsonschema:"Total number of bytes the script wrote to stdout, including any not returned inline."`
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`

@@ -1,0 +1,160 @@
+// Package cli implements pyexec's subcommands. Each file is one subcommand;
+// this one dispatches and holds what they share.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Version is pyexec's release version.
+const Version = "0.1.0"
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"mcp", "serve MCP over stdio (the default way to use pyexec from an MCP client)", runMCP},
+		{"run", "run Python code or a script from the terminal with the same engine", runRun},
+		{"doctor", "show what this machine offers: interpreters, uv, workspace, limits", runDoctor},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Main runs the subcommand named by args[0] and returns the exit code.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return dispatch(ctx, args, os.Stdout, os.Stderr)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(ctx, nil, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "pyexec: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "pyexec runs Python for AI agents (MCP) and people (CLI): fast, confined, with hard timeouts.")
+	fmt.Fprintln(w, "\nUsage: pyexec COMMAND [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'pyexec COMMAND --help' for a command's flags. Every flag can also be set as PYEXEC_<FLAG> (e.g. --max-timeout as PYEXEC_MAX_TIMEOUT).")
+}
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
+	fmt.Fprintf(stdout, "pyexec %s\n", Version)
+	return 0
+}
+
+// parseFlags parses args into fs, then fills every flag the command line
+// left unset from its environment variable (PYEXEC_<NAME>, or an alias). It
+// reports problems itself; ok is false when the command should exit with code.
+func parseFlags(fs *flag.FlagSet, args []string, aliases map[string][]string, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil { // the flag package printed why
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if err := applyEnv(fs, aliases); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 2, false
+	}
+	return 0, true
+}
+
+func applyEnv(fs *flag.FlagSet, aliases map[string][]string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		for _, name := range append([]string{envName(f.Name)}, aliases[f.Name]...) {
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				continue
+			}
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
+			return
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func envName(flagName string) string {
+	b := []byte("PYEXEC_")
+	for _, c := range []byte(flagName) {
+		switch {
+		case c == '-':
+			b = append(b, '_')
+		case c >= 'a' && c <= 'z':
+			b = append(b, c-'a'+'A')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// newFlagSet makes a flag set whose help lists each flag's environment
+// variable.
+func newFlagSet(name, synopsis string, stderr io.Writer, aliases map[string][]string) *flag.FlagSet {
+	fs := flag.NewFlagSet("pyexec "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: pyexec %s\n\nFlags:\n", synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			env := envName(f.Name)
+			for _, a := range aliases[f.Name] {
+				env += ", " + a
+			}
+			def := ""
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				def = fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintf(stderr, "  --%s\n        %s%s [$%s]\n", f.Name, f.Usage, def, env)
+		})
+	}
+	return fs
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

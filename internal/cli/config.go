@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"flag"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+)
+
+// engineFlags are the flags of every subcommand that runs Python.
+type engineFlags struct {
+	workspace      string
+	stateDir       string
+	python         string
+	inheritEnv     bool
+	defaultTimeout float64
+	maxTimeout     float64
+	outputCap      int
+	maxWorkers     int
+}
+
+// engineAliases are the seeds' environment variables, accepted as aliases.
+var engineAliases = map[string][]string{
+	"max-timeout": {"MAX_SCRIPT_TIMEOUT"},
+}
+
+func (f *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.workspace, "workspace", "", "root directory runs may use: script_path, cwd and env_file must resolve inside it (default: the current directory)")
+	fs.StringVar(&f.stateDir, "state-dir", engine.DefaultStateDir(), "directory for everything pyexec keeps (code files, temp dirs, environments, jobs)")
+	fs.StringVar(&f.python, "python", "", "default interpreter, a path or a command on PATH (default: python3 on PATH, resolved past pyenv shims)")
+	fs.BoolVar(&f.inheritEnv, "inherit-env", false, "give runs the server's environment instead of the minimal safe base")
+	fs.Float64Var(&f.defaultTimeout, "timeout", engine.DefaultTimeout.Seconds(), "timeout in seconds for runs that set none")
+	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
+	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
+	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+}
+
+func (f *engineFlags) config() engine.Config {
+	return engine.Config{
+		Workspace:      f.workspace,
+		StateDir:       f.stateDir,
+		Python:         f.python,
+		InheritEnv:     f.inheritEnv,
+		DefaultTimeout: seconds(f.defaultTimeout),
+		MaxTimeout:     seconds(f.maxTimeout),
+		OutputCap:      f.outputCap,
+	}
+}
+
+func (f *engineFlags) executor() (*executor.Local, error) {
+	eng, err := engine.New(f.config())
+	if err != nil {
+		return nil, err
+	}
+	return executor.NewLocal(eng, Version, f.maxWorkers), nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// runDoctor tells an operator what this machine offers pyexec.
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var ef engineFlags
+	var asJSON bool
+	fs := newFlagSet("doctor", "doctor [flags]", stderr, engineAliases)
+	ef.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
+		return code
+	}
+	ex, err := ef.executor()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
+		return 1
+	}
+	info, err := ex.Info(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(info); err != nil {
+			return 1
+		}
+		return 0
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "pyexec\t%s\n", info.Version)
+	fmt.Fprintf(w, "workspace\t%s\n", info.Workspace)
+	fmt.Fprintf(w, "state dir\t%s\n", info.StateDir)
+	fmt.Fprintf(w, "uv\t%s\n", info.UV)
+	fmt.Fprintf(w, "default python\t%s (%s)\n", info.DefaultInterpreter.Version, info.DefaultInterpreter.Path)
+	l := info.Limits
+	fmt.Fprintf(w, "timeout\t%gs default, %gs max\n", l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds)
+	fmt.Fprintf(w, "inline code\t%d bytes max\n", l.MaxCodeBytes)
+	fmt.Fprintf(w, "inline output\t%d bytes per stream (head and tail kept)\n", l.OutputCapBytes)
+	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
+	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
+	w.Flush()
+	fmt.Fprintln(stdout, "\ninterpreters (newest first):")
+	w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, it := range info.Interpreters {
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", it.Version, it.Path, it.Source)
+	}
+	w.Flush()
+	return 0
+}

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// maxCLIStdin bounds how much piped input `pyexec run` forwards to a script.
+const maxCLIStdin = 64 << 20
+
+// runRun runs one request from the terminal, streaming the script's output
+// as it comes, and exits with the script's exit code (124 on timeout, 128+N
+// when killed by signal N, as shells report).
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var (
+		ef      engineFlags
+		req     engine.Request
+		envVars multiFlag
+	)
+	fs := newFlagSet("run", "run [flags] (-c CODE | FILE) [ARGS...] [-- ARGS...]", stderr, engineAliases)
+	ef.register(fs)
+	fs.StringVar(&req.Code, "c", "", "inline Python code to run (instead of FILE)")
+	fs.StringVar(&req.Cwd, "cwd", "", "working directory of the run, inside the workspace")
+	fs.StringVar(&req.Python, "interpreter", "", "absolute path of the interpreter for this run")
+	fs.StringVar(&req.PythonVersion, "python-version", "", "Python version for this run, e.g. 3.12 (installed interpreters only)")
+	fs.StringVar(&req.EnvFile, "env-file", "", ".env file (inside the workspace) loaded before --env")
+	fs.Var(&envVars, "env", "KEY=VALUE environment variable for the run (repeatable)")
+
+	before, after := splitDashDash(args)
+	var positional []string
+	rest := before
+	for {
+		if code, ok := parseFlagsOnly(fs, rest); !ok {
+			return code
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		positional = append(positional, rest[0])
+		rest = rest[1:]
+	}
+	if err := applyEnv(fs, engineAliases); err != nil {
+		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
+		return 2
+	}
+	if req.Code == "" {
+		if len(positional) == 0 {
+			fmt.Fprintln(stderr, "pyexec run: give -c CODE or a FILE to run")
+			fs.Usage()
+			return 2
+		}
+		req.ScriptPath, positional = positional[0], positional[1:]
+	}
+	req.Args = append(positional, after...)
+	req.EnvVars = envVars.m
+
+	// At the terminal the operator is the one asking: a longer --timeout
+	// raises the cap instead of being cut down by it.
+	ef.maxTimeout = max(ef.maxTimeout, ef.defaultTimeout)
+	if stdinData, err := pipedStdin(); err != nil {
+		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
+		return 2
+	} else {
+		req.Stdin = stdinData
+	}
+
+	eng, err := engine.New(ef.config())
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
+		return 1
+	}
+	res, err := eng.Run(ctx, req, &terminal{stdout: stdout, stderr: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
+		var re *engine.RequestError
+		if errors.As(err, &re) {
+			return 2
+		}
+		return 1
+	}
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(stderr, "\n[TIMEOUT] killed after %.1fs\n", res.ElapsedSeconds)
+		return 124
+	case res.ExitCode < 0:
+		return 128 - res.ExitCode
+	}
+	return res.ExitCode
+}
+
+// parseFlagsOnly parses without applying the environment (done once after
+// the interspersed positional arguments are collected).
+func parseFlagsOnly(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+func splitDashDash(args []string) (before, after []string) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:]
+		}
+	}
+	return args, nil
+}
+
+// pipedStdin returns standard input when it is a pipe or a file (never when
+// it is a terminal: runs are not interactive).
+func pipedStdin() (string, error) {
+	fi, err := os.Stdin.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice != 0 {
+		return "", nil
+	}
+	data, err := io.ReadAll(io.LimitReader(os.Stdin, maxCLIStdin+1))
+	if err != nil {
+		return "", fmt.Errorf("read stdin: %w", err)
+	}
+	if len(data) > maxCLIStdin {
+		return "", fmt.Errorf("stdin is larger than the %d-byte limit", maxCLIStdin)
+	}
+	return string(data), nil
+}
+
+// terminal streams a run's output to the terminal as it arrives.
+type terminal struct {
+	mu             sync.Mutex
+	stdout, stderr io.Writer
+}
+
+func (t *terminal) Started(int) {}
+
+func (t *terminal) Output(s engine.Stream, p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s == engine.Stdout {
+		t.stdout.Write(p)
+	} else {
+		t.stderr.Write(p)
+	}
+}
+
+// multiFlag collects repeated KEY=VALUE flags.
+type multiFlag struct{ m map[string]string }
+
+func (f *multiFlag) String() string { return "" }
+
+func (f *multiFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	if f.m == nil {
+		f.m = map[string]string{}
+	}
+	f.m[k] = val
+	return nil
+}

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Defaults of the limits every run is held to.
+const (
+	DefaultTimeout    = 30 * time.Second
+	DefaultMaxTimeout = 600 * time.Second
+	DefaultCodeLimit  = 1 << 20 // bytes of inline code
+	DefaultOutputCap  = 1 << 20 // bytes kept inline per stream
+	DefaultKillGrace  = 500 * time.Millisecond
+)
+
+// Config is the server-wide part of every run: where it may work, what it
+// may use, and the limits it is held to.
+type Config struct {
+	// Workspace is the root every script_path, cwd and env_file must resolve
+	// into. Default: the current directory.
+	Workspace string
+	// StateDir holds everything pyexec keeps (inline code files, per-run
+	// temp dirs, later environments and jobs).
+	StateDir string
+	// Python is the default interpreter (a path or a command on PATH);
+	// empty means python3 on PATH.
+	Python string
+	// InheritEnv passes the server's environment to runs instead of the
+	// minimal base.
+	InheritEnv bool
+
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	CodeLimit      int
+	OutputCap      int
+	KillGrace      time.Duration
+
+	// Launcher is the binary re-executed as the per-run launcher; default
+	// /proc/self/exe (see package launcher).
+	Launcher string
+}
+
+func (c *Config) setDefaults() error {
+	if c.Workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+		c.Workspace = wd
+	}
+	ws, err := filepath.Abs(c.Workspace)
+	if err != nil {
+		return fmt.Errorf("workspace %s: %w", c.Workspace, err)
+	}
+	if ws, err = filepath.EvalSymlinks(ws); err != nil {
+		return fmt.Errorf("workspace %s: %w", c.Workspace, err)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return fmt.Errorf("workspace %s is not a directory", ws)
+	}
+	c.Workspace = ws
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir()
+	}
+	if c.StateDir, err = filepath.Abs(c.StateDir); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = DefaultTimeout
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = DefaultMaxTimeout
+	}
+	if c.CodeLimit <= 0 {
+		c.CodeLimit = DefaultCodeLimit
+	}
+	if c.OutputCap <= 0 {
+		c.OutputCap = DefaultOutputCap
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	return nil
+}
+
+// DefaultStateDir is $XDG_STATE_HOME/pyexec, else ~/.local/state/pyexec.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "pyexec")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "pyexec")
+	}
+	return filepath.Join(os.TempDir(), "pyexec-state")
+}

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Engine runs Python requests. It is safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	interps interpreters
+}
+
+// New checks cfg, fills its defaults and prepares the state directory.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	for _, dir := range []string{cfg.StateDir, codeDir(cfg.StateDir), tmpRoot(cfg.StateDir)} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
+		}
+	}
+	return &Engine{cfg: cfg}, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Interpreters lists the Pythons this machine offers (cached after the first
+// call).
+func (e *Engine) Interpreters(ctx context.Context) []Interpreter { return e.interps.All(ctx) }
+
+// DefaultInterpreter is the interpreter used when a request names none and
+// its cwd has no .venv.
+func (e *Engine) DefaultInterpreter(ctx context.Context) (Interpreter, error) {
+	return e.defaultInterpreter(ctx)
+}
+
+func codeDir(state string) string { return filepath.Join(state, "code") }
+func tmpRoot(state string) string { return filepath.Join(state, "tmp") }
+
+// Run validates req, runs it to completion (or timeout, or ctx cancellation)
+// and returns what it produced. A non-nil error means the request was
+// rejected or could not be started (a *RequestError names the field); a run
+// that fails is a Result with ExitCode != 0.
+func (e *Engine) Run(ctx context.Context, req Request, obs Observer) (Result, error) {
+	p, err := e.prepare(ctx, &req)
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(p.tmpDir)
+	return e.execute(ctx, p, obs)
+}
+
+// prepared is a request turned into what to exec.
+type prepared struct {
+	argv     []string
+	env      []string
+	dir      string
+	stdin    string
+	timeout  time.Duration
+	tmpDir   string
+	interp   Interpreter
+	strategy string
+}
+
+func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
+	switch {
+	case req.Code != "" && req.ScriptPath != "":
+		return nil, badRequest("code", "give either code or script_path, not both")
+	case req.Code == "" && req.ScriptPath == "":
+		return nil, badRequest("code", "give one of code (inline source) or script_path (a .py file in the workspace)")
+	case len(req.Code) > e.cfg.CodeLimit:
+		return nil, badRequest("code", "is %d bytes; the limit is %d bytes", len(req.Code), e.cfg.CodeLimit)
+	}
+	timeout, err := e.timeout(req.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := e.resolveCwd(req.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	var file string
+	if req.ScriptPath != "" {
+		if file, err = e.resolveScript(req.ScriptPath, cwd); err != nil {
+			return nil, err
+		}
+	} else if file, err = e.writeCode(req.Code); err != nil {
+		return nil, err
+	}
+	interp, strategy, err := e.chooseInterpreter(ctx, req, cwd)
+	if err != nil {
+		return nil, err
+	}
+
+	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "run-")
+	if err != nil {
+		return nil, fmt.Errorf("create run temp dir: %w", err)
+	}
+	env := e.baseEnv(interp, strategy, tmpDir)
+	if err := e.applyRequestEnv(env, req, cwd); err != nil {
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
+	argv := append([]string{interp.Path, "-u", file}, req.Args...)
+	envList := env.list()
+	if err := checkEnvSize(envList, argv); err != nil {
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
+	return &prepared{
+		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
+		tmpDir: tmpDir, interp: interp, strategy: strategy,
+	}, nil
+}
+
+// timeout applies the default and the server-wide cap.
+func (e *Engine) timeout(seconds float64) (time.Duration, error) {
+	switch {
+	case seconds < 0:
+		return 0, badRequest("timeout", "must be positive (seconds), got %g", seconds)
+	case seconds == 0:
+		return e.cfg.DefaultTimeout, nil
+	}
+	d := time.Duration(seconds * float64(time.Second))
+	return min(d, e.cfg.MaxTimeout), nil
+}
+
+// writeCode stores inline code in a file named by its content hash, so the
+// same snippet is written once and tracebacks name a stable file.
+func (e *Engine) writeCode(code string) (string, error) {
+	sum := sha256.Sum256([]byte(code))
+	path := filepath.Join(codeDir(e.cfg.StateDir), hex.EncodeToString(sum[:16])+".py")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("stat code file: %w", err)
+	}
+	tmp, err := os.CreateTemp(codeDir(e.cfg.StateDir), ".code-*")
+	if err != nil {
+		return "", fmt.Errorf("write code file: %w", err)
+	}
+	_, werr := tmp.WriteString(code)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write code file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write code file: %w", err)
+	}
+	return path, nil
+}

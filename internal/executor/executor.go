@@ -1,0 +1,78 @@
+// Package executor is the seam between the front ends (MCP, REST, CLI) and
+// whatever runs Python: the in-process engine (Local) or, later, a remote
+// `pyexec serve` reached over HTTP. Front ends never know which one they hold.
+package executor
+
+import (
+	"context"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// Executor is what the front ends talk to.
+type Executor interface {
+	// Run executes one request to completion. progress, when non-nil, is
+	// called at least once a second while the run lasts.
+	Run(ctx context.Context, req engine.Request, progress ProgressFunc) (engine.Result, error)
+	// Batch runs independent requests in parallel; one failing entry never
+	// fails the batch.
+	Batch(ctx context.Context, req BatchRequest, progress ProgressFunc) (BatchResult, error)
+	// Info describes the executing side: version, workspace, interpreters,
+	// uv and limits.
+	Info(ctx context.Context) (Info, error)
+}
+
+// Progress is a heartbeat of a running call: clients whose request timeout
+// resets on progress keep waiting, and people see that output is flowing.
+type Progress struct {
+	ElapsedSeconds float64
+	StdoutBytes    int64
+	StderrBytes    int64
+	Done, Total    int // batch entries finished / submitted (0 for a single run)
+	Message        string
+}
+
+// ProgressFunc receives progress; it must not block for long.
+type ProgressFunc func(Progress)
+
+// MaxBatch is the largest number of entries one batch may hold.
+const MaxBatch = 20
+
+// BatchRequest is a list of independent runs.
+type BatchRequest struct {
+	Requests   []engine.Request `json:"requests"`
+	MaxWorkers int              `json:"max_workers,omitempty"`
+}
+
+// BatchResult holds one item per request, in input order.
+type BatchResult struct {
+	Results []BatchItem `json:"results" jsonschema:"One result per snippet, in input order."`
+}
+
+// BatchItem is a run's result, or the reason the entry was rejected.
+type BatchItem struct {
+	engine.Result
+	Index int    `json:"index" jsonschema:"Position of this entry in the input list."`
+	Error string `json:"error,omitempty" jsonschema:"Why this entry was rejected before running (its other fields are then empty)."`
+}
+
+// Info describes an executor.
+type Info struct {
+	Version            string               `json:"version" jsonschema:"pyexec version."`
+	Workspace          string               `json:"workspace" jsonschema:"Root directory scripts, cwd and env files must be inside."`
+	StateDir           string               `json:"state_dir" jsonschema:"Directory where pyexec keeps its state."`
+	DefaultInterpreter engine.Interpreter   `json:"default_interpreter" jsonschema:"Interpreter used when a request names none and its cwd has no .venv."`
+	Interpreters       []engine.Interpreter `json:"interpreters" jsonschema:"Interpreters installed on this machine, newest first (select one with python_version)."`
+	UV                 string               `json:"uv" jsonschema:"uv version, or 'not installed'."`
+	Limits             Limits               `json:"limits" jsonschema:"Limits every run is held to."`
+}
+
+// Limits are the server-wide limits, as reported to clients.
+type Limits struct {
+	DefaultTimeoutSeconds float64 `json:"default_timeout_seconds" jsonschema:"Timeout applied when a request gives none."`
+	MaxTimeoutSeconds     float64 `json:"max_timeout_seconds" jsonschema:"Largest timeout a request can get; larger ones are capped."`
+	MaxCodeBytes          int     `json:"max_code_bytes" jsonschema:"Largest inline code accepted."`
+	OutputCapBytes        int     `json:"output_cap_bytes" jsonschema:"Bytes of each stream returned inline; the middle of longer output is dropped."`
+	MaxBatch              int     `json:"max_batch" jsonschema:"Most snippets in one batch."`
+	MaxWorkers            int     `json:"max_workers" jsonschema:"Most batch entries run at once."`
+}

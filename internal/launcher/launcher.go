@@ -1,0 +1,212 @@
+package launcher
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaybeRun turns the current process into a launcher when it was started as
+// one (argv[1] == Command) and never returns in that case. The pyexec main and
+// every test binary that runs Python call it first.
+func MaybeRun() {
+	if len(os.Args) < 2 || os.Args[1] != Command {
+		return
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	// The side channels were inherited without close-on-exec; Python must not
+	// inherit them in turn.
+	unix.CloseOnExec(specFD)
+	unix.CloseOnExec(statusFD)
+	status := os.NewFile(statusFD, "status")
+	report := func(ev Event) {
+		// The server may already be gone; nothing useful to do on error.
+		_ = json.NewEncoder(status).Encode(ev)
+	}
+	fail := func(err error) int {
+		report(Event{Kind: EventError, ExitCode: 127, Error: err.Error()})
+		return 127
+	}
+
+	// Termination requests (timeout, cancel, the server's death through
+	// Pdeathsig) must be seen from the very first instruction on.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("become child subreaper: %w", err))
+	}
+	spec, err := readSpec()
+	if err != nil {
+		return fail(err)
+	}
+	if len(spec.Argv) == 0 {
+		return fail(errors.New("launch spec has no argv"))
+	}
+	proc, err := os.StartProcess(spec.Argv[0], spec.Argv, &os.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("start %s: %w", spec.Argv[0], err))
+	}
+	// Our copies of the output pipes must close so the server sees EOF as
+	// soon as the last process of the run is gone.
+	os.Stdin.Close()
+	os.Stdout.Close()
+	os.Stderr.Close()
+	report(Event{Kind: EventStarted, PID: proc.Pid})
+
+	ws := supervise(proc.Pid, sigs, spec.Grace)
+
+	ev := Event{Kind: EventExit}
+	switch {
+	case ws.Exited():
+		ev.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		ev.Signal = int(ws.Signal())
+		ev.ExitCode = -ev.Signal
+	}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_CHILDREN, &ru) == nil {
+		ev.UserSeconds = seconds(ru.Utime)
+		ev.SystemSeconds = seconds(ru.Stime)
+		ev.MaxRSSBytes = ru.Maxrss * 1024
+	}
+	report(ev)
+	return 0
+}
+
+func readSpec() (Spec, error) {
+	f := os.NewFile(specFD, "spec")
+	defer f.Close()
+	var spec Spec
+	if err := json.NewDecoder(f).Decode(&spec); err != nil {
+		return Spec{}, fmt.Errorf("read launch spec: %w", err)
+	}
+	return spec, nil
+}
+
+type reaped struct {
+	pid int
+	ws  unix.WaitStatus
+}
+
+// supervise reaps every process of the run until none is left and returns
+// the wait status of the main process. Once the main process has exited,
+// every remaining descendant is killed; a termination signal sends SIGTERM
+// to the whole tree and SIGKILL after the grace period.
+func supervise(mainPID int, sigs <-chan os.Signal, grace time.Duration) unix.WaitStatus {
+	exits := make(chan reaped)
+	go func() {
+		defer close(exits)
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, 0, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil { // ECHILD: the whole tree is gone
+				return
+			}
+			exits <- reaped{pid, ws}
+		}
+	}()
+
+	var (
+		mainStatus unix.WaitStatus
+		mainDone   bool
+		killAt     <-chan time.Time
+	)
+	self := os.Getpid()
+	for {
+		select {
+		case r, ok := <-exits:
+			if !ok {
+				return mainStatus
+			}
+			if r.pid == mainPID {
+				mainStatus, mainDone = r.ws, true
+			}
+			if mainDone {
+				// Leftovers (daemons, setsid grandchildren) end with the run.
+				signalTree(self, unix.SIGKILL)
+			}
+		case <-sigs:
+			if killAt == nil {
+				signalTree(self, unix.SIGTERM)
+				killAt = time.After(grace)
+			}
+		case <-killAt:
+			signalTree(self, unix.SIGKILL)
+			killAt = time.After(grace) // keep sweeping late forks
+		}
+	}
+}
+
+// signalTree sends sig to every descendant of root. Processes forked while the
+// tree is walked are caught by the next sweep: their parent's death reparents
+// them to the launcher (a subreaper), whose reaping triggers another sweep.
+func signalTree(root int, sig unix.Signal) {
+	for _, pid := range descendants(root) {
+		_ = unix.Kill(pid, sig)
+	}
+}
+
+// descendants lists the processes below root, breadth first, from the
+// kernel's per-thread children lists.
+func descendants(root int) []int {
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+			if err != nil {
+				continue
+			}
+			for _, c := range parsePIDs(data) {
+				out = append(out, c)
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+func parsePIDs(data []byte) []int {
+	var pids []int
+	n, in := 0, false
+	for _, b := range data {
+		if b >= '0' && b <= '9' {
+			n, in = n*10+int(b-'0'), true
+			continue
+		}
+		if in {
+			pids = append(pids, n)
+		}
+		n, in = 0, false
+	}
+	if in {
+		pids = append(pids, n)
+	}
+	return pids
+}
+
+func seconds(tv unix.Timeval) float64 {
+	return float64(tv.Sec) + float64(tv.Usec)/1e6
+}

@@ -1,0 +1,154 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+)
+
+type tools struct {
+	ex  executor.Executor
+	log *slog.Logger
+}
+
+// Rendering is shared by every tool: content is markdown for the model to
+// read unless the caller asks for the JSON instead.
+type Rendering struct {
+	MarkdownOutput *bool `json:"markdown_output,omitempty" jsonschema:"When true (default) the text content is a short markdown rendering; when false it is the JSON of the structured result."`
+}
+
+func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.MarkdownOutput }
+
+// RunPythonInput is the input of run_python.
+type RunPythonInput struct {
+	engine.Request
+	Rendering
+}
+
+// RunPythonOutput is the structured result of run_python.
+type RunPythonOutput struct {
+	engine.Result
+}
+
+// RunPythonBatchInput is the input of run_python_batch.
+type RunPythonBatchInput struct {
+	Codes      []string         `json:"codes,omitempty" jsonschema:"Python snippets to run in parallel (at most 20, each at most 1 MiB). Give codes or requests."`
+	Requests   []engine.Request `json:"requests,omitempty" jsonschema:"Full run requests (as run_python takes) to run in parallel (at most 20). Give codes or requests."`
+	Timeout    float64          `json:"timeout,omitempty" jsonschema:"Timeout in seconds for each snippet that does not set its own (default 30)."`
+	MaxWorkers int              `json:"max_workers,omitempty" jsonschema:"Most snippets run at once (default: the server's core count, capped by its --max-workers)."`
+	Cwd        string           `json:"cwd,omitempty" jsonschema:"Working directory (inside the workspace) for each snippet that does not set its own."`
+	Rendering
+}
+
+// ServerInfoInput is the (empty) input of server_info.
+type ServerInfoInput struct {
+	Rendering
+}
+
+func (t *tools) register(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "run_python",
+		Title: "Run Python",
+		Description: "Run Python code (or a .py file in the workspace) and return its stdout, stderr and exit code. " +
+			"The code is written to a file and run as `python -u FILE ARGS...` with no shell, so quotes, $ and backslashes reach Python untouched. " +
+			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree.",
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+	}, t.runPython)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "run_python_batch",
+		Title: "Run Python snippets in parallel",
+		Description: "Run up to 20 independent Python snippets in parallel and return their results in input order. " +
+			"One failing or timed-out snippet never fails the batch. Do not use it for snippets that depend on each other.",
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+	}, t.runPythonBatch)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "server_info",
+		Title:       "pyexec server information",
+		Description: "Describe this pyexec server: version, workspace, installed interpreters, uv, and the limits runs are held to.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, t.serverInfo)
+}
+
+func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	res, err := t.ex.Run(ctx, in.Request, progressTo(ctx, req))
+	if err != nil {
+		return nil, RunPythonOutput{}, err
+	}
+	out := RunPythonOutput{Result: res}
+	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
+}
+
+func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in RunPythonBatchInput) (*mcp.CallToolResult, executor.BatchResult, error) {
+	var reqs []engine.Request
+	switch {
+	case len(in.Codes) > 0 && len(in.Requests) > 0:
+		return nil, executor.BatchResult{}, fmt.Errorf("codes: give either codes or requests, not both")
+	case len(in.Codes) > 0:
+		for _, code := range in.Codes {
+			reqs = append(reqs, engine.Request{Code: code})
+		}
+	default:
+		reqs = in.Requests
+	}
+	for i := range reqs {
+		if reqs[i].Timeout == 0 {
+			reqs[i].Timeout = in.Timeout
+		}
+		if reqs[i].Cwd == "" {
+			reqs[i].Cwd = in.Cwd
+		}
+	}
+	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
+	if err != nil {
+		return nil, executor.BatchResult{}, err
+	}
+	return render(in.Rendering, out, func() string { return renderBatch(out) }), out, nil
+}
+
+func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in ServerInfoInput) (*mcp.CallToolResult, executor.Info, error) {
+	info, err := t.ex.Info(ctx)
+	if err != nil {
+		return nil, executor.Info{}, err
+	}
+	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
+}
+
+// render builds the text content: markdown, or the JSON of out.
+func render(r Rendering, out any, md func() string) *mcp.CallToolResult {
+	text := ""
+	if r.markdown() {
+		text = md()
+	} else {
+		b, err := json.Marshal(out)
+		if err != nil {
+			text = fmt.Sprintf("cannot render result: %v", err)
+		} else {
+			text = string(b)
+		}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// progressTo forwards executor heartbeats as MCP progress notifications when
+// the client asked for them with a progress token.
+func progressTo(ctx context.Context, req *mcp.CallToolRequest) executor.ProgressFunc {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	return func(p executor.Progress) {
+		// Elapsed seconds always increase, as the protocol asks of progress;
+		// the message carries the details (bytes, batch entries done).
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: p.ElapsedSeconds, Message: p.Message,
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
