@@ -18,6 +18,7 @@ type engineFlags struct {
 	maxTimeout     float64
 	outputCap      int
 	maxWorkers     int
+	sandbox        sandboxFlags
 }
 
 // engineAliases are the seeds' environment variables, accepted as aliases.
@@ -34,10 +35,17 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	f.sandbox.register(fs)
 }
 
-func (f *engineFlags) config() engine.Config {
+func (f *engineFlags) config() (engine.Config, error) {
+	box, err := f.sandbox.settings()
+	if err != nil {
+		return engine.Config{}, err
+	}
 	return engine.Config{
+		Sandbox:        box,
+		RunAs:          f.sandbox.runAs,
 		Workspace:      f.workspace,
 		StateDir:       f.stateDir,
 		Python:         f.python,
@@ -45,11 +53,15 @@ func (f *engineFlags) config() engine.Config {
 		DefaultTimeout: seconds(f.defaultTimeout),
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
-	}
+	}, nil
 }
 
 func (f *engineFlags) executor() (*executor.Local, error) {
-	eng, err := engine.New(f.config())
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Engine runs Python requests. It is safe for concurrent use.
@@ -70,6 +72,9 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
+
+	sandbox      *sandbox.Spec
+	sandboxNotes []string
 }
 
 func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
@@ -111,6 +116,11 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
+	box, boxNotes, err := e.sandboxFor(req, cwd, file, tmpDir, interp, env)
+	if err != nil {
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
 	argv := append([]string{interp.Path, "-u", file}, req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
@@ -120,6 +130,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy,
+		sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }
 

@@ -14,34 +14,34 @@ import (
 
 // Mechanism is one confinement mechanism and whether it works here.
 type Mechanism struct {
-	Name      string `json:"name"`
-	Available bool   `json:"available"`
+	Name      string `json:"name" jsonschema:"Mechanism name."`
+	Available bool   `json:"available" jsonschema:"True when the mechanism works on this kernel and is used."`
 	// Detail says what the mechanism gives when available, or why not.
-	Detail string `json:"detail"`
+	Detail string `json:"detail" jsonschema:"What the mechanism gives when available, or why it is not."`
 }
 
 // Capabilities is what this kernel and process can enforce. It is computed
 // once at startup (Detect) and shown by `pyexec doctor` and server_info; the
 // launcher recomputes the cheap parts itself.
 type Capabilities struct {
-	UID         int       `json:"uid"`
-	Root        bool      `json:"root"`
-	NoNewPrivs  Mechanism `json:"no_new_privs"`
-	Landlock    Mechanism `json:"landlock"`
-	LandlockABI int       `json:"landlock_abi"`
+	UID         int       `json:"uid" jsonschema:"Effective uid of the server."`
+	Root        bool      `json:"root" jsonschema:"True when the server runs as root."`
+	NoNewPrivs  Mechanism `json:"no_new_privs" jsonschema:"prctl no_new_privs on every confined run."`
+	Landlock    Mechanism `json:"landlock" jsonschema:"Landlock filesystem rules."`
+	LandlockABI int       `json:"landlock_abi" jsonschema:"Landlock ABI version of the kernel (0: none)."`
 	// LandlockTCP is Landlock's TCP bind/connect control (ABI >= 4).
-	LandlockTCP Mechanism `json:"landlock_tcp"`
+	LandlockTCP Mechanism `json:"landlock_tcp" jsonschema:"Landlock TCP bind/connect rules (ABI 4+)."`
 	// LandlockScope is signal/abstract-socket scoping (ABI >= 6): a run
 	// cannot signal processes outside its own Landlock domain.
-	LandlockScope Mechanism `json:"landlock_scope"`
-	NetNS         Mechanism `json:"net_namespace"`
-	PidNS         Mechanism `json:"pid_namespace"`
-	UserNS        Mechanism `json:"user_namespace"`
-	Cgroup        Mechanism `json:"cgroup"`
+	LandlockScope Mechanism `json:"landlock_scope" jsonschema:"Landlock signal and abstract socket scoping (ABI 6+)."`
+	NetNS         Mechanism `json:"net_namespace" jsonschema:"Empty network namespace for runs without network."`
+	PidNS         Mechanism `json:"pid_namespace" jsonschema:"Own PID namespace for strict runs."`
+	UserNS        Mechanism `json:"user_namespace" jsonschema:"User namespaces."`
+	Cgroup        Mechanism `json:"cgroup" jsonschema:"A cgroup per run: memory and process caps, peak memory, kill-all."`
 	// CgroupMode is "v1" (memory+pids controllers), "v2" or "" (none).
-	CgroupMode string    `json:"cgroup_mode"`
-	Seccomp    Mechanism `json:"seccomp"`
-	Rlimits    Mechanism `json:"rlimits"`
+	CgroupMode string    `json:"cgroup_mode" jsonschema:"v1, v2, or empty when no per-run cgroup can be made."`
+	Seccomp    Mechanism `json:"seccomp" jsonschema:"Seccomp filters."`
+	Rlimits    Mechanism `json:"rlimits" jsonschema:"Per-process resource limits."`
 }
 
 // List returns the mechanisms in display order.
@@ -78,7 +78,7 @@ func Detect() Capabilities {
 	c.Landlock, c.LandlockTCP, c.LandlockScope, c.LandlockABI = detectLandlock()
 	c.NetNS = detectNamespace("net_namespace", syscall.CLONE_NEWNET, "no-network runs get an empty network namespace (loopback only): TCP, UDP and raw sockets cannot reach the host")
 	c.PidNS = detectNamespace("pid_namespace", syscall.CLONE_NEWPID, "strict runs get their own PID namespace: every process dies with the run")
-	c.UserNS = detectNamespace("user_namespace", syscall.CLONE_NEWUSER, "available (used only when not root)")
+	c.UserNS = detectNamespace("user_namespace", syscall.CLONE_NEWUSER, "available (pyexec does not use it yet; root runs use --run-as instead)")
 	c.Cgroup, c.CgroupMode = detectCgroup()
 	c.Seccomp = detectSeccomp()
 	return c

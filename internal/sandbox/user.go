@@ -181,10 +181,16 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 		wsErr = CheckAccess(cred, workspace, AccessWrite|AccessExec)
 	}
 	if mode == RunAsAuto {
-		if err := errors.Join(append(unreachable, wsErr)...); err != nil {
+		// The first problem is enough to act on; the rest usually repeat it.
+		if first := errors.Join(append(unreachable, wsErr)...); first != nil {
+			if len(unreachable) > 0 {
+				first = unreachable[0]
+			} else {
+				first = wsErr
+			}
 			return RunAsChoice{Notes: []string{fmt.Sprintf(
-				"runs execute as root without capabilities, not as %s: %v; grant %s access (or pass --run-as) to run unprivileged",
-				name, err, name)}}, nil
+				"ran as root without capabilities, not as %s: %v (give %s access or set --run-as)",
+				name, first, name)}}, nil
 		}
 		return RunAsChoice{Cred: cred}, nil
 	}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// capabilities are detected once per process (Detect forks two /bin/true
+// probes and makes a probe cgroup).
+var (
+	capsOnce sync.Once
+	caps     sandbox.Capabilities
+)
+
+// Capabilities reports which confinement mechanisms this kernel offers and,
+// for each missing one, why (shown by doctor and server_info).
+func (e *Engine) Capabilities() sandbox.Capabilities {
+	capsOnce.Do(func() { caps = sandbox.Detect() })
+	return caps
+}
+
+// sandboxFor builds the confinement spec of one run: the server's settings
+// tightened by the request's, who runs Python, and what it may read and
+// write. It may change HOME in env when the run-as user cannot reach it.
+func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Interpreter, env *runEnv) (*sandbox.Spec, []string, error) {
+	var reqLim sandbox.Limits
+	if req.Limits != nil {
+		reqLim = *req.Limits
+	}
+	settings, err := e.cfg.Sandbox.Tighten(sandbox.Settings{
+		Policy:  sandbox.Policy(strings.ToLower(req.Sandbox)),
+		Network: sandbox.Network(strings.ToLower(req.Network)),
+		Limits:  reqLim,
+	})
+	if err != nil {
+		field := "sandbox"
+		switch {
+		case strings.Contains(err.Error(), "limits."):
+			field = "limits"
+		case strings.Contains(err.Error(), "network"):
+			field = "network"
+		}
+		return nil, nil, badRequest(field, "%v", err)
+	}
+	settings.BestEffort = e.cfg.Sandbox.BestEffort
+	ro := interpreterDirs(interp.Path)
+	ro = append(ro, file)
+	var choice sandbox.RunAsChoice
+	if settings.Policy != sandbox.PolicyNone {
+		// Policy none is the seeds' mode: Python runs as the server does.
+		choice, err = sandbox.ChooseRunAs(e.cfg.RunAs, cwd, append([]string{interp.Path, file, filepath.Dir(tmpDir)}, ro...))
+		if err != nil {
+			return nil, nil, fmt.Errorf("run-as: %w", err)
+		}
+	}
+	notes := choice.Notes
+	if choice.Cred != nil {
+		if home, ok := env.get("HOME"); ok && sandbox.CheckAccess(choice.Cred, home, sandbox.AccessRead|sandbox.AccessExec) != nil {
+			env.set("HOME", tmpDir)
+		}
+	}
+	spec := &sandbox.Spec{
+		Settings:  settings,
+		RunID:     filepath.Base(tmpDir),
+		Workspace: e.cfg.Workspace,
+		TmpDir:    tmpDir,
+		ReadOnly:  ro,
+		RunAs:     choice.Cred,
+	}
+	return spec, notes, nil
+}
+
+// interpreterDirs are the trees an interpreter needs to read: its prefix
+// (bin/..), the real binary's prefix when it is a symlink (venvs), and the
+// base interpreter's prefix named by a venv's pyvenv.cfg.
+func interpreterDirs(path string) []string {
+	var dirs []string
+	add := func(bin string) {
+		if bin == "" {
+			return
+		}
+		d := filepath.Dir(filepath.Dir(bin))
+		if d != "/" && d != "/usr" {
+			dirs = append(dirs, d)
+		}
+	}
+	add(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		add(real)
+	}
+	if f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(path)), "pyvenv.cfg")); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), "=")
+			if ok && strings.TrimSpace(k) == "home" {
+				add(filepath.Join(strings.TrimSpace(v), "python"))
+			}
+		}
+		f.Close()
+	}
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// limitNote is the line appended to stderr when a run hit a limit, so a
+// model reading only the text knows why it died.
+func limitNote(limit string, lim sandbox.Limits) string {
+	what := map[string]string{
+		sandbox.LimitMemory:    fmt.Sprintf("memory limit (%d bytes)", lim.MemoryBytes),
+		sandbox.LimitCPU:       fmt.Sprintf("CPU time limit (%d s)", lim.CPUSeconds),
+		sandbox.LimitProcesses: fmt.Sprintf("process limit (%d processes/threads)", lim.MaxProcs),
+		sandbox.LimitFileSize:  fmt.Sprintf("file size limit (%d bytes)", lim.FileSizeBytes),
+	}[limit]
+	if what == "" {
+		what = limit + " limit"
+	}
+	return fmt.Sprintf("\n[LIMIT] the run exceeded its %s\n", what)
+}
+
+// sandboxSummary names the policy in force for the result, e.g.
+// "strict (network deny, uid 65534)".
+func sandboxSummary(s *sandbox.Spec) string {
+	if s == nil {
+		return ""
+	}
+	who := "server uid"
+	if s.RunAs != nil {
+		who = fmt.Sprintf("uid %d", s.RunAs.UID)
+	} else if os.Geteuid() == 0 && s.Policy != sandbox.PolicyNone {
+		who = "root without capabilities"
+	}
+	return fmt.Sprintf("%s (network %s, %s)", s.Policy, s.EffectiveNetwork(), who)
+}
