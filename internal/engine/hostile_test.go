@@ -244,3 +244,32 @@ func tmpsOfCgroups() []string {
 	}
 	return out
 }
+
+// BenchmarkSandboxOverhead runs print(1) through the real engine under each
+// policy (a server at policy none, requests tightening it), so the ratios
+// between sub-benchmarks are the per-run cost of confinement measured in the
+// same run. Policy none still gets its cgroup and rlimits.
+func BenchmarkSandboxOverhead(b *testing.B) {
+	const py = "/usr/bin/python3.11"
+	base, err := os.MkdirTemp("", "pyexec-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o777)
+	eng, err := New(Config{Workspace: base, StateDir: filepath.Join(base, "state"), Python: py,
+		Sandbox: sandbox.Settings{Policy: sandbox.PolicyNone}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, policy := range []string{"none", "workspace", "strict"} {
+		b.Run(policy, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				res, err := eng.Run(context.Background(), Request{Code: "print(1)", Sandbox: policy}, nil)
+				if err != nil || res.Stdout != "1\n" {
+					b.Fatalf("%+v %v", res, err)
+				}
+			}
+		})
+	}
+}
