@@ -105,6 +105,10 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 	outR.Close()
 	errR.Close()
 
+	if p.sandbox != nil && ev.Sandbox == nil {
+		// The launcher died before it could sweep the run's cgroup.
+		_ = sandbox.Cleanup(p.sandbox.RunID)
+	}
 	if waitErr != nil {
 		// Python never started (the launcher reported why).
 		return Result{}, fmt.Errorf("start %s: %w", p.interp.Path, waitErr)

@@ -418,3 +418,34 @@ func (c *cgroup) remove() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Cleanup kills whatever is left in a run's cgroups and removes them. The
+// server calls it when a launcher died without reporting (it was SIGKILLed
+// before Finish ran), so no cgroup outlives its run. It is a no-op when the
+// run has no cgroup left.
+func Cleanup(runID string) error {
+	mode, mp, pp, err := cgroupLocation()
+	if err != nil {
+		return nil
+	}
+	name := cgroupPrefix + runID
+	c := &cgroup{mode: mode, fd: -1}
+	if mode == "v1" {
+		c.memDir, c.pidsDir = filepath.Join(mp, name), filepath.Join(pp, name)
+	} else {
+		c.dir = filepath.Join(mp, name)
+	}
+	exists := false
+	for _, d := range []string{c.memDir, c.pidsDir, c.dir} {
+		if d != "" {
+			if _, err := os.Stat(d); err == nil {
+				exists = true
+			}
+		}
+	}
+	if !exists {
+		return nil
+	}
+	c.killAll()
+	return c.remove()
+}

@@ -284,6 +284,11 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("sandbox: spec.run_id %q has characters outside [A-Za-z0-9_-]", s.RunID)
 		}
 	}
+	if s.Limits.OpenFiles > 0 && s.Limits.OpenFiles < 16 {
+		// Applied to the launcher too (rlimits are per process); Python
+		// itself cannot start with fewer.
+		return fmt.Errorf("sandbox: limits.open_files %d is below the minimum of 16", s.Limits.OpenFiles)
+	}
 	if s.Policy != PolicyNone && s.Workspace == "" {
 		return fmt.Errorf("sandbox: policy %s needs spec.workspace", s.Policy)
 	}

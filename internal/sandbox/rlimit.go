@@ -22,7 +22,9 @@ import (
 //     SIGXFSZ, so it sees OSError [Errno 27] File too large).
 //   - RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL one second later.
 //   - RLIMIT_AS only when there is no memory cgroup (asAlso): a virtual
-//     memory cap is a poor stand-in for RSS but stops a memory bomb.
+//     memory cap is a poor stand-in for RSS but stops a memory bomb. Never
+//     on the launcher itself (the Go runtime aborts when mmap fails): Start
+//     sets it on Python with prlimit instead.
 func applyRlimits(lim Limits, nproc, asAlso bool) error {
 	var errs []error
 	set := func(name string, res int, soft, hard uint64) {

@@ -227,7 +227,7 @@ func (r *Run) Start(path string, argv []string, attr *syscall.ProcAttr) (int, er
 		sys.CgroupFD = r.cg.fd
 	}
 
-	if err := applyRlimits(r.spec.Limits, r.nproc, r.asMem); err != nil {
+	if err := applyRlimits(r.spec.Limits, r.nproc, false); err != nil {
 		return 0, fmt.Errorf("sandbox: %w", err)
 	}
 
@@ -249,6 +249,17 @@ func (r *Run) Start(path string, argv []string, attr *syscall.ProcAttr) (int, er
 	out := <-res
 	if out.err != nil {
 		return 0, out.err
+	}
+	if r.asMem {
+		// RLIMIT_AS cannot be set on the launcher: the Go runtime dies when
+		// its own mmap fails. Set it on Python right after exec instead;
+		// ForkExec returns as soon as exec succeeded, and interpreter
+		// startup takes milliseconds, so user code never runs uncapped.
+		m := uint64(r.spec.Limits.MemoryBytes)
+		if err := unix.Prlimit(out.pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: m, Max: m}, nil); err != nil && !errors.Is(err, unix.ESRCH) {
+			_ = syscall.Kill(out.pid, syscall.SIGKILL)
+			return 0, fmt.Errorf("sandbox: RLIMIT_AS on the run: %w", err)
+		}
 	}
 	return out.pid, nil
 }

@@ -488,3 +488,61 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
+
+// TestFailClosedWithoutCgroup makes the run's cgroup impossible to create
+// (its name is taken) for a root run: the process limit then cannot be
+// enforced (root ignores RLIMIT_NPROC), so Prepare must refuse, and with
+// BestEffort run anyway with the gap reported and memory capped by
+// RLIMIT_AS instead.
+func TestFailClosedWithoutCgroup(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	mode, mp, _, err := cgroupLocation()
+	if err != nil || mode != "v1" {
+		t.Skip("needs v1 cgroups")
+	}
+	runID := fmt.Sprintf("test-%d-taken", os.Getpid())
+	taken := filepath.Join(mp, cgroupPrefix+runID)
+	if err := os.Mkdir(taken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(taken)
+	s := e.spec(PolicyWorkspace)
+	s.RunAs, s.RunID = nil, runID
+	res := sandboxed(t, s, 20*time.Second, py(`print("ran")`)...)
+	if !strings.Contains(res.StartErr, "cannot be enforced") || strings.Contains(res.Stdout, "ran") {
+		t.Fatalf("want fail closed, got %+v", res)
+	}
+	s.BestEffort = true
+	s.Limits.MemoryBytes = 256 << 20
+	res = sandboxed(t, s, 20*time.Second, py(`
+print("ran")
+x = bytearray(512 << 20)
+`)...)
+	if !strings.Contains(res.Stdout, "ran") || len(res.Report.Skipped) == 0 || !res.Report.MemoryViaRlimit {
+		t.Fatalf("best effort: %+v stderr=%q", res, res.Stderr)
+	}
+	if got := LimitFromStderr(res.Report, res.Stderr, res.Exit); got != LimitMemory {
+		t.Errorf("RLIMIT_AS MemoryError: limit %q, stderr %q", got, res.Stderr)
+	}
+	t.Logf("skipped: %v", res.Report.Skipped)
+}
+
+func TestCleanupRemovesOrphanCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	runID := fmt.Sprintf("test-%d-orphan", os.Getpid())
+	cg, err := newCgroup(runID, Limits{MemoryBytes: 64 << 20, MaxProcs: 8})
+	if err != nil {
+		t.Skip(err)
+	}
+	_ = cg
+	if err := Cleanup(runID); err != nil {
+		t.Fatal(err)
+	}
+	noCgroupLeftFor(t, runID)
+	if err := Cleanup(runID); err != nil {
+		t.Fatalf("second cleanup: %v", err)
+	}
+}
