@@ -313,24 +313,61 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 		}
 	}
 	if r.pidNS {
-		a.Sys.Cloneflags |= syscall.CLONE_NEWPID
+		if err := r.startPIDNamespace(a); err != nil {
+			// PID namespaces are optional: run without, and say so.
+			r.pidNS = false
+			r.skipped = append(r.skipped, "pid namespace: "+err.Error())
+		} else {
+			// Go's ForkExec reads a parent outside the child's PID namespace
+			// (getppid() == 0) as "already dead" and fires Pdeathsig at
+			// once. Launcher death is still covered: its process group kill,
+			// the run's cgroup and sandbox.Cleanup in the server.
+			a.Sys.Pdeathsig = 0
+		}
 	}
 	pid, err := syscall.ForkExec(path, argv, a)
-	if err != nil && r.pidNS && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
-		// PID namespaces are optional: retry without, and say so.
-		a.Sys.Cloneflags &^= syscall.CLONE_NEWPID
-		r.pidNS = false
-		r.skipped = append(r.skipped, "pid namespace: "+err.Error())
-		pid, err = syscall.ForkExec(path, argv, a)
-	}
 	leaveCgroup()
 	if err != nil {
 		return 0, fmt.Errorf("sandbox: start %s: %w", path, err)
 	}
 	if r.pidNS {
-		r.applied = append(r.applied, "pid namespace (the run's processes die with it)")
+		r.applied = append(r.applied, "pid namespace (Python is pid 2 under a placeholder init; every process dies with the run)")
 	}
 	return pid, nil
+}
+
+// startPIDNamespace makes the calling (locked starter) thread's next
+// children land in a new PID namespace and starts its init: a confined
+// `sleep infinity` with the run's identity. Python is then forked as pid 2,
+// so it keeps ordinary signal semantics (as pid 1 the kernel would drop
+// SIGTERM from the launcher and any default-action signal it sends itself).
+// Orphans of the run are reparented to this init (a subreaper outside the
+// namespace cannot adopt them); they stay zombies until the run ends, counted
+// by the pids cgroup. Killing the init, which the launcher does with every
+// other descendant, makes the kernel kill whatever is left in the namespace.
+func (r *Run) startPIDNamespace(a *syscall.ProcAttr) error {
+	sleep := ""
+	for _, p := range []string{"/bin/sleep", "/usr/bin/sleep"} {
+		if _, err := os.Stat(p); err == nil {
+			sleep = p
+			break
+		}
+	}
+	if sleep == "" {
+		return errors.New("no sleep binary for the namespace's init")
+	}
+	if err := unix.Unshare(unix.CLONE_NEWPID); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	initAttr := &syscall.ProcAttr{Dir: "/", Env: []string{}, Sys: &syscall.SysProcAttr{
+		Credential: a.Sys.Credential, UseCgroupFD: a.Sys.UseCgroupFD, CgroupFD: a.Sys.CgroupFD,
+	}}
+	if _, err := syscall.ForkExec(sleep, []string{"sleep", "infinity"}, initAttr); err != nil {
+		// The thread's children would still go to the (init-less) new
+		// namespace and fail; this thread is unusable for the run.
+		return fmt.Errorf("start init: %w", err)
+	}
+	return nil
 }
 
 // dropBoundingSet empties the calling thread's capability bounding set, so a

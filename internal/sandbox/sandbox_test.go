@@ -546,3 +546,28 @@ func TestCleanupRemovesOrphanCgroup(t *testing.T) {
 		t.Fatalf("second cleanup: %v", err)
 	}
 }
+
+// TestStrictPythonIsNotInit: under strict, Python runs as pid 2 of its PID
+// namespace, so signals behave as usual (as pid 1 the kernel would drop a
+// SIGKILL it sends itself, and SIGTERM from the launcher).
+func TestStrictPythonIsNotInit(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	res := sandboxed(t, e.spec(PolicyStrict), 20*time.Second, py(`
+import os, signal
+print("PID", os.getpid(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+print("SURVIVED")
+`)...)
+	if !strings.Contains(res.Stdout, "PID 2") || strings.Contains(res.Stdout, "SURVIVED") || res.Signal != int(syscall.SIGKILL) {
+		t.Fatalf("%+v", res)
+	}
+	res = sandboxedT(t, e.spec(PolicyStrict), 20*time.Second, 300*time.Millisecond, py(`
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: (print("GOT TERM", flush=True), sys.exit(3)))
+time.sleep(30)
+`)...)
+	if !strings.Contains(res.Stdout, "GOT TERM") || res.Exit != 3 {
+		t.Fatalf("SIGTERM on timeout not delivered: %+v", res)
+	}
+}
