@@ -112,19 +112,21 @@ func Prepare(spec Spec) (*Run, error) {
 	if spec.RunAs != nil {
 		childUID = int(spec.RunAs.UID)
 	}
+	// RLIMIT_NPROC counts every process of the uid on the machine, so it is
+	// only a fallback when there is no pids cgroup, and only for a dedicated
+	// run-as uid: root ignores it, and on the launcher's own uid it would
+	// count the user's other processes and could stop the Go runtime from
+	// creating threads.
+	r.nproc = r.cg == nil && lim.MaxProcs > 0 && childUID != 0 && childUID != os.Geteuid()
 	if r.cg == nil {
 		r.asMem = lim.MemoryBytes > 0
 		if r.asMem {
 			r.applied = append(r.applied, "memory via RLIMIT_AS (no cgroup)")
 		}
-		if lim.MaxProcs > 0 && childUID == 0 {
-			need("process limit: no pids cgroup and the run executes as root, which ignores RLIMIT_NPROC (use --run-as)")
+		if lim.MaxProcs > 0 && !r.nproc {
+			need("process limit: no pids cgroup, and RLIMIT_NPROC cannot stand in (root ignores it; on the server's own uid it counts all its processes): use --run-as, delegate a cgroup, or --max-procs -1")
 		}
 	}
-	// RLIMIT_NPROC counts every process of the uid on the machine, so
-	// concurrent runs as the same uid would starve each other: use it only
-	// when there is no pids cgroup to count this run alone.
-	r.nproc = childUID != 0 && lim.MaxProcs > 0 && r.cg == nil
 	if lim.CPUSeconds > 0 || lim.FileSizeBytes > 0 || lim.OpenFiles > 0 || r.nproc {
 		r.applied = append(r.applied, fmt.Sprintf("rlimits (cpu %ds, fsize %d, nofile %d, nproc %v)", lim.CPUSeconds, lim.FileSizeBytes, lim.OpenFiles, r.nproc))
 	}
@@ -134,24 +136,18 @@ func Prepare(spec Spec) (*Run, error) {
 	if r.netDeny {
 		r.applied = append(r.applied, "network namespace (no network, private loopback)")
 	}
-	denyTCP := (spec.Policy == PolicyStrict || spec.EffectiveNetwork() == NetworkDeny) && r.abi >= 4 && confine
-	if spec.EffectiveNetwork() == NetworkDeny && !confine && r.abi >= 4 {
-		// Policy none with network deny: TCP rules still help without FS rules.
-		denyTCP = true
-	}
+	// Strict also denies every TCP connect/bind with Landlock (defense in
+	// depth, and no local servers either). "workspace + network deny" relies
+	// on the namespace alone so a run can still talk to itself on loopback.
+	denyTCP := spec.Policy == PolicyStrict && r.abi >= 4
 	if spec.Policy == PolicyStrict {
 		r.pidNS = true // tried at Start; falls back with a note if refused
 	}
-	if confine || denyTCP {
+	if confine {
 		plan, err := planLandlock(&r.spec, r.abi, denyTCP)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if !confine {
-			plan.rules = nil
-			plan.cfg.HandledAccessFS = 0
-			plan.cfg.Scoped = 0
 		}
 		if r.abi >= 1 {
 			r.plan = plan
@@ -482,5 +478,5 @@ func (rep Report) Notes() string {
 	if len(rep.Skipped) == 0 {
 		return ""
 	}
-	return "sandbox best-effort, not enforced: " + strings.Join(rep.Skipped, "; ")
+	return "not enforced on this machine: " + strings.Join(rep.Skipped, "; ")
 }

@@ -243,7 +243,7 @@ except OSError as ex:
 	s := e.spec(PolicyWorkspace)
 	s.Network = NetworkDeny
 	res = sandboxed(t, s, 20*time.Second, py(code, tcpPort, udpPort)...)
-	if !strings.Contains(res.Stdout, "TCPFAIL") || udpGot() || !strings.Contains(res.Stdout, "BIND") {
+	if !strings.Contains(res.Stdout, "TCPFAIL") || udpGot() || !strings.Contains(res.Stdout, "\nBIND\n") {
 		t.Errorf("workspace+deny: %q %q", res.Stdout, res.Stderr)
 	}
 }
@@ -567,7 +567,9 @@ import signal, sys, time
 signal.signal(signal.SIGTERM, lambda *a: (print("GOT TERM", flush=True), sys.exit(3)))
 time.sleep(30)
 `)...)
-	if !strings.Contains(res.Stdout, "GOT TERM") || res.Exit != 3 {
+	// (The harness sends TERM to the group and the cgroup: the handler may
+	// run twice, so only its output is checked.)
+	if !strings.Contains(res.Stdout, "GOT TERM") || !res.TimedOut {
 		t.Fatalf("SIGTERM on timeout not delivered: %+v", res)
 	}
 }
