@@ -19,6 +19,7 @@ type engineFlags struct {
 	outputCap      int
 	maxWorkers     int
 	sandbox        sandboxFlags
+	deps           depsFlags // envs.go
 }
 
 // engineAliases are the seeds' environment variables, accepted as aliases.
@@ -36,6 +37,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
 	f.sandbox.register(fs)
+	f.deps.register(fs)
 }
 
 func (f *engineFlags) config() (engine.Config, error) {
@@ -53,6 +55,7 @@ func (f *engineFlags) config() (engine.Config, error) {
 		DefaultTimeout: seconds(f.defaultTimeout),
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
+		Deps:           f.deps.config(),
 	}, nil
 }
 

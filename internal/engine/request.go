@@ -21,6 +21,8 @@ type Request struct {
 	EnvVars map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables for the run. They override env_file and the base environment."`
 	EnvFile string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace (python-dotenv format: comments, quotes, multi-line values, ${VAR} expansion) loaded before env_vars."`
 
+	Dependencies []string `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements to install, like [\"requests>=2\", \"numpy\"]. Added to the script's PEP 723 metadata. Resolved once with uv into a cached environment; later runs with the same list start as fast as runs without."`
+
 	Timeout float64 `json:"timeout,omitempty" jsonschema:"Timeout in seconds (default 30). Capped by the server's maximum (default 600). On timeout the whole process tree is killed and partial output is kept."`
 
 	Sandbox string          `json:"sandbox,omitempty" jsonschema:"Confinement for this run: workspace (writes only in the workspace and a private temp dir) or strict (also no network and reads limited to Python and the workspace). May only tighten the server's policy."`
@@ -45,6 +47,8 @@ type Result struct {
 	CPUUserSeconds   float64 `json:"cpu_user_seconds" jsonschema:"User CPU time of the whole process tree (kernel rusage of the finished run)."`
 	CPUSystemSeconds float64 `json:"cpu_system_seconds" jsonschema:"System CPU time of the whole process tree (kernel rusage of the finished run)."`
 	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Largest resident set size reached by any one process of the run, from the kernel's rusage (exact, not sampled)."`
+
+	ResolvedDependencies []string `json:"resolved_dependencies,omitempty" jsonschema:"Exact versions (name==version) installed in the uv environment the run used; absent when it used none."`
 
 	LimitExceeded string   `json:"limit_exceeded,omitempty" jsonschema:"Which resource limit the run hit, when it hit one: memory, cpu, processes or file_size (derived from kernel evidence, not guessed from the exit code)."`
 	Sandbox       string   `json:"sandbox,omitempty" jsonschema:"Confinement the run had: policy, network and the user it ran as."`

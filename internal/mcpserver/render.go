@@ -34,6 +34,9 @@ func writeResult(b *strings.Builder, r engine.Result, heading string) {
 	for _, n := range r.SandboxNotes {
 		fmt.Fprintf(b, "sandbox: %s\n", n)
 	}
+	if len(r.ResolvedDependencies) > 0 {
+		fmt.Fprintf(b, "dependencies: %s\n", strings.Join(r.ResolvedDependencies, ", "))
+	}
 	writeStream(b, "stdout", r.Stdout, r.StdoutBytes, r.StdoutTruncated)
 	writeStream(b, "stderr", r.Stderr, r.StderrBytes, r.StderrTruncated)
 }
