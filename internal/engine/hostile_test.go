@@ -195,6 +195,20 @@ func TestHostileCorpusEngine(t *testing.T) {
 		})
 	}
 
+	// Other runs' code, temp dirs (and later logs) live in the state dir:
+	// hidden from runs, even though the rest of the system is readable.
+	res0, err := eng.Run(context.Background(), Request{Code: `
+import os, sys
+for p in [os.path.join(sys.argv[1], "code"), os.path.join(sys.argv[1], "tmp")]:
+    try:
+        print("LISTED", p, os.listdir(p))
+    except OSError as e:
+        print("DENIED", p, e.errno)
+`, Args: []string{state}}, nil)
+	if err != nil || strings.Contains(res0.Stdout, "LISTED") || strings.Count(res0.Stdout, "DENIED") != 2 {
+		t.Errorf("state dir readable by a run: %+v %v", res0, err)
+	}
+
 	// The server still answers after the corpus.
 	res, err := eng.Run(context.Background(), Request{Code: "print('still here')"}, nil)
 	if err != nil || strings.TrimSpace(res.Stdout) != "still here" {

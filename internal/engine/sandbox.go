@@ -71,7 +71,9 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		Workspace: e.cfg.Workspace,
 		TmpDir:    tmpDir,
 		ReadOnly:  ro,
-		RunAs:     choice.Cred,
+		// Other runs' code, temp dirs and logs live in the state dir.
+		Hidden: []string{e.cfg.StateDir},
+		RunAs:  choice.Cred,
 	}
 	return spec, notes, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -42,11 +43,47 @@ var strictSystemRO = []string{
 	"/sys/devices/system/cpu",
 }
 
-// workspaceHiddenTop are top-level directories a workspace-policy run may not
-// read: /tmp holds other runs' private temp dirs (same run-as uid). Landlock
-// grants by subtree, so "the whole system except /tmp" is expressed as every
-// other top-level entry of /.
-var workspaceHiddenTop = map[string]bool{"tmp": true}
+// alwaysHidden are trees a workspace-policy run may not read: /tmp holds
+// other programs' and runs' temp files. Spec.Hidden adds more (the engine
+// hides its state dir: other runs' code, temp dirs and logs).
+var alwaysHidden = []string{"/tmp"}
+
+// readableExcept lists the paths to grant so that everything under root is
+// readable except the hidden trees. Landlock grants by subtree and cannot
+// carve a hole out of a grant, so the grant is split along the path to each
+// hidden tree: every sibling on the way is granted, the ancestors themselves
+// are not (Landlock does not restrict path lookup through them, only opening
+// them). Only directories on a path to a hidden tree are listed.
+func readableExcept(root string, hidden []string) ([]string, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", root, err)
+	}
+	var out []string
+	for _, e := range ents {
+		p := filepath.Join(root, e.Name())
+		covered, above := false, false
+		for _, h := range hidden {
+			if p == h {
+				covered = true
+			} else if strings.HasPrefix(h, p+"/") {
+				above = true
+			}
+		}
+		switch {
+		case covered:
+		case above && e.IsDir():
+			sub, err := readableExcept(p, hidden)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
 
 // landlockPlan is the ruleset for one run, computed before anything is
 // applied so errors surface early and tests can inspect it.
@@ -69,15 +106,18 @@ func planLandlock(s *Spec, abi int, denyTCP bool) (*landlockPlan, error) {
 		ro = append(ro, strictSystemRO...)
 		ro = append(ro, roDevicesStrict...)
 	} else {
-		ents, err := os.ReadDir("/")
-		if err != nil {
-			return nil, fmt.Errorf("list /: %w", err)
-		}
-		for _, e := range ents {
-			if !workspaceHiddenTop[e.Name()] {
-				ro = append(ro, "/"+e.Name())
+		var hidden []string
+		for _, h := range append(append([]string{}, alwaysHidden...), s.Hidden...) {
+			if real, err := filepath.EvalSymlinks(h); err == nil {
+				h = real
 			}
+			hidden = append(hidden, filepath.Clean(h))
 		}
+		grants, err := readableExcept("/", hidden)
+		if err != nil {
+			return nil, err
+		}
+		ro = append(ro, grants...)
 	}
 	ro = append(ro, s.ReadOnly...)
 	rw := []string{}

@@ -259,6 +259,11 @@ type Spec struct {
 	// Under strict these (plus the workspace and a small system set) are the
 	// only readable paths.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// Hidden lists trees a workspace-policy run may not read even though
+	// the rest of the system is readable (the engine's state dir: other
+	// runs' code, temp dirs, logs). /tmp is always hidden. Paths granted
+	// explicitly (workspace, tmp dir, read-only paths) stay accessible.
+	Hidden []string `json:"hidden,omitempty"`
 	// ReadWrite lists extra writable paths (operator-configured).
 	ReadWrite []string `json:"read_write,omitempty"`
 	// RunAs, when set, is the identity Python runs as (the launcher is root).

@@ -573,3 +573,30 @@ time.sleep(30)
 		t.Fatalf("SIGTERM on timeout not delivered: %+v", res)
 	}
 }
+
+// TestHiddenTrees: under the workspace policy the system is readable except
+// /tmp and Spec.Hidden (the engine's state dir), while explicitly granted
+// paths inside a hidden tree stay usable.
+func TestHiddenTrees(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	hiddenDir := filepath.Dir(e.secret)
+	granted := filepath.Join(hiddenDir, "granted.txt")
+	os.WriteFile(granted, []byte("OK"), 0o644)
+	s := e.spec(PolicyWorkspace)
+	s.Hidden = []string{hiddenDir}
+	s.ReadOnly = []string{granted}
+	res := sandboxed(t, s, 20*time.Second, py(`
+import sys
+for p in sys.argv[1:]:
+    try:
+        open(p).read(); print("READ", p)
+    except OSError as ex:
+        print("DENIED", p, ex.errno)
+`, e.secret, granted, "/etc/hostname", filepath.Join(e.outside, "..", "ws"))...)
+	for _, want := range []string{"DENIED " + e.secret + " 13", "READ " + granted, "READ /etc/hostname"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("missing %q in %q (%s)", want, res.Stdout, res.StartErr)
+		}
+	}
+}
