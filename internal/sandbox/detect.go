@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -172,18 +171,4 @@ func detectSeccomp() Mechanism {
 	// network namespace covers UDP/raw sockets and Landlock covers the rest.
 	m.Detail = "kernel supports it; pyexec installs no filter (network namespace + Landlock cover network)"
 	return m
-}
-
-// lockedThread runs f on a fresh OS thread that is thrown away afterwards,
-// so per-thread state f changes (namespaces, credentials, Landlock) never
-// leaks into the rest of the process.
-func lockedThread(f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked: the runtime terminates this thread when the
-		// goroutine returns, taking its modified state with it.
-		done <- f()
-	}()
-	return <-done
 }
