@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -490,10 +491,9 @@ func BenchmarkRun(b *testing.B) {
 }
 
 // TestFailClosedWithoutCgroup makes the run's cgroup impossible to create
-// (its name is taken) for a root run: the process limit then cannot be
-// enforced (root ignores RLIMIT_NPROC), so Prepare must refuse, and with
-// BestEffort run anyway with the gap reported and memory capped by
-// RLIMIT_AS instead.
+// (its name is taken) for a root run: limits are then not enforceable by a
+// cgroup (root ignores RLIMIT_NPROC), which is reported, not fatal; memory
+// falls back to RLIMIT_AS (set on Python, never on the Go launcher).
 func TestFailClosedWithoutCgroup(t *testing.T) {
 	needPython(t)
 	e := newEnv(t)
@@ -509,18 +509,13 @@ func TestFailClosedWithoutCgroup(t *testing.T) {
 	defer os.Remove(taken)
 	s := e.spec(PolicyWorkspace)
 	s.RunAs, s.RunID = nil, runID
-	res := sandboxed(t, s, 20*time.Second, py(`print("ran")`)...)
-	if !strings.Contains(res.StartErr, "cannot be enforced") || strings.Contains(res.Stdout, "ran") {
-		t.Fatalf("want fail closed, got %+v", res)
-	}
-	s.BestEffort = true
 	s.Limits.MemoryBytes = 256 << 20
-	res = sandboxed(t, s, 20*time.Second, py(`
+	res := sandboxed(t, s, 20*time.Second, py(`
 print("ran")
 x = bytearray(512 << 20)
 `)...)
 	if !strings.Contains(res.Stdout, "ran") || len(res.Report.Skipped) == 0 || !res.Report.MemoryViaRlimit {
-		t.Fatalf("best effort: %+v stderr=%q", res, res.Stderr)
+		t.Fatalf("no cgroup: %+v stderr=%q", res, res.Stderr)
 	}
 	if got := LimitFromStderr(res.Report, res.Stderr, res.Exit); got != LimitMemory {
 		t.Errorf("RLIMIT_AS MemoryError: limit %q, stderr %q", got, res.Stderr)
@@ -598,5 +593,66 @@ for p in sys.argv[1:]:
 		if !strings.Contains(res.Stdout, want) {
 			t.Errorf("missing %q in %q (%s)", want, res.Stdout, res.StartErr)
 		}
+	}
+}
+
+// TestUnprivilegedLauncher runs the launcher itself as nobody (a server not
+// started as root): Landlock still confines, no cgroup can be made (reported),
+// and network deny, which needs a network namespace, fails closed unless
+// BestEffort.
+func TestUnprivilegedLauncher(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	bin := filepath.Join(e.base, "sandbox.test")
+	raw, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(spec Spec, argv ...string) launcherReport {
+		spec.RunID = fmt.Sprintf("test-%d-%d", os.Getpid(), runCounter.Add(1))
+		b, _ := spec.Marshal()
+		rep := filepath.Join(e.ws, "report.json")
+		os.Remove(rep)
+		cmd := exec.Command(bin, argv...)
+		cmd.Env = []string{envLauncher + "=1", envSpec + "=" + string(b), envReport + "=" + rep}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: e.nobody.UID, Gid: e.nobody.GID, Groups: []uint32{}}}
+		out, _ := cmd.CombinedOutput()
+		var r launcherReport
+		raw, err := os.ReadFile(rep)
+		if err != nil {
+			t.Fatalf("no report (%v): %s", err, out)
+		}
+		json.Unmarshal(raw, &r)
+		if !strings.Contains(string(out), "") {
+			t.Log(string(out))
+		}
+		return r
+	}
+	s := Spec{Settings: Settings{Policy: PolicyWorkspace}, Workspace: e.ws, TmpDir: e.tmp}
+	r := run(s, py(`open("/etc/pyexec-x", "w")`)...)
+	if r.StartErr != "" || r.Exit != 1 || len(r.Report.Skipped) == 0 {
+		t.Errorf("unprivileged workspace run: %+v", r)
+	}
+	t.Logf("skipped: %v", r.Report.Skipped)
+	// Network deny: an unprivileged launcher cannot unshare a network
+	// namespace itself, so the child gets a user namespace that owns one.
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s.Network = NetworkDeny
+	r = run(s, py(`
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2); print("CONNECTED")
+except OSError as e:
+    sys.exit(7)
+`, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))...)
+	if r.StartErr != "" || r.Exit != 7 || !strings.Contains(strings.Join(r.Report.Applied, ";"), "user namespace") {
+		t.Errorf("unprivileged network deny: %+v", r)
 	}
 }
