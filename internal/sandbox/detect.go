@@ -77,7 +77,11 @@ func Detect() Capabilities {
 	c.Landlock, c.LandlockTCP, c.LandlockScope, c.LandlockABI = detectLandlock()
 	c.NetNS = detectNamespace("net_namespace", syscall.CLONE_NEWNET, "no-network runs get an empty network namespace (loopback only): TCP, UDP and raw sockets cannot reach the host")
 	c.PidNS = detectNamespace("pid_namespace", syscall.CLONE_NEWPID, "strict runs get their own PID namespace: every process dies with the run")
-	c.UserNS = detectNamespace("user_namespace", syscall.CLONE_NEWUSER, "available (pyexec does not use it yet; root runs use --run-as instead)")
+	c.UserNS = detectNamespace("user_namespace", syscall.CLONE_NEWUSER, "available (used to hold the network namespace when the server is not root)")
+	if !c.Root && !c.NetNS.Available && c.UserNS.Available {
+		c.NetNS = Mechanism{Name: "net_namespace", Available: true,
+			Detail: "through a user namespace (unprivileged server): no-network runs reach nothing, loopback is down too"}
+	}
 	c.Cgroup, c.CgroupMode = detectCgroup()
 	c.Seccomp = detectSeccomp()
 	return c
