@@ -71,9 +71,8 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		Workspace: e.cfg.Workspace,
 		TmpDir:    tmpDir,
 		ReadOnly:  ro,
-		// Other runs' code, temp dirs and logs live in the state dir.
-		Hidden: []string{e.cfg.StateDir},
-		RunAs:  choice.Cred,
+		Hidden:    hiddenTrees(e.cfg.StateDir),
+		RunAs:     choice.Cred,
 	}
 	return spec, notes, nil
 }
@@ -143,4 +142,18 @@ func sandboxSummary(s *sandbox.Spec) string {
 		who = "root without capabilities"
 	}
 	return fmt.Sprintf("%s (network %s, %s)", s.Policy, s.EffectiveNetwork(), who)
+}
+
+// hiddenTrees are what a workspace-policy run may not read: the state dir
+// (other runs' code, temp dirs, logs) and the server user's home (keys,
+// tokens, shell history). This matters most when a run falls back to root
+// without capabilities: as owner it could read root's files. What a run
+// needs from there (interpreter prefixes, uv environments, its code file,
+// its tmp dir, the workspace) is granted explicitly and stays usable.
+func hiddenTrees(stateDir string) []string {
+	hidden := []string{stateDir}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && home != "" {
+		hidden = append(hidden, home)
+	}
+	return hidden
 }

@@ -46,7 +46,9 @@ var strictSystemRO = []string{
 // alwaysHidden are trees a workspace-policy run may not read: /tmp holds
 // other programs' and runs' temp files. Spec.Hidden adds more (the engine
 // hides its state dir: other runs' code, temp dirs and logs).
-var alwaysHidden = []string{"/tmp"}
+// The shadow files matter when a run falls back to root without
+// capabilities: as their owner it could still read them.
+var alwaysHidden = []string{"/tmp", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
 // readableExcept lists the paths to grant so that everything under root is
 // readable except the hidden trees. Landlock grants by subtree and cannot
