@@ -28,7 +28,10 @@ func (e *Engine) Capabilities() sandbox.Capabilities {
 // sandboxFor builds the confinement spec of one run: the server's settings
 // tightened by the request's, who runs Python, and what it may read and
 // write. It may change HOME in env when the run-as user cannot reach it.
-func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Interpreter, env *runEnv) (*sandbox.Spec, []string, error) {
+//
+// extraRO are server-provided paths the run must read (the jobs helper
+// module on PYTHONPATH).
+func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Interpreter, env *runEnv, extraRO []string) (*sandbox.Spec, []string, error) {
 	var reqLim sandbox.Limits
 	if req.Limits != nil {
 		reqLim = *req.Limits
@@ -51,6 +54,11 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 	settings.BestEffort = e.cfg.Sandbox.BestEffort
 	ro := interpreterDirs(interp.Path)
 	ro = append(ro, file)
+	for _, p := range extraRO {
+		if _, err := os.Stat(p); err == nil {
+			ro = append(ro, p)
+		}
+	}
 	var choice sandbox.RunAsChoice
 	if settings.Policy != sandbox.PolicyNone {
 		// Policy none is the seeds' mode: Python runs as the server does.

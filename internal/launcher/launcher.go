@@ -54,15 +54,21 @@ func run() int {
 	if len(spec.Argv) == 0 {
 		return fail(errors.New("launch spec has no argv"))
 	}
-	pid, box, err := start(spec)
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	for i := range spec.ExtraFiles {
+		// Inherited as fd 5+i; Python gets it as fd 3+i and only there.
+		unix.CloseOnExec(extraFD + i)
+		files = append(files, os.NewFile(uintptr(extraFD+i), fmt.Sprintf("extra-%d", i)))
+	}
+	pid, box, err := start(spec, files)
 	if err != nil {
 		return fail(err)
 	}
 	// Our copies of the output pipes must close so the server sees EOF as
 	// soon as the last process of the run is gone.
-	os.Stdin.Close()
-	os.Stdout.Close()
-	os.Stderr.Close()
+	for _, f := range files {
+		f.Close()
+	}
 	report(Event{Kind: EventStarted, PID: pid})
 
 	ws := supervise(pid, sigs, spec.Grace, box)
@@ -91,15 +97,15 @@ func run() int {
 	return 0
 }
 
-// start starts Python, confined when the spec carries a sandbox. The
-// sandbox's rlimits are set on this process (Python inherits them), so
-// nothing else may be started after it.
-func start(spec Spec) (int, *sandbox.Run, error) {
+// start starts Python with files as its fds 0, 1, 2, 3..., confined when
+// the spec carries a sandbox. The sandbox's rlimits are set on this process
+// (Python inherits them), so nothing else may be started after it.
+func start(spec Spec, files []*os.File) (int, *sandbox.Run, error) {
 	if spec.Sandbox == nil {
 		proc, err := os.StartProcess(spec.Argv[0], spec.Argv, &os.ProcAttr{
 			Dir:   spec.Dir,
 			Env:   spec.Env,
-			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+			Files: files,
 		})
 		if err != nil {
 			return 0, nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
@@ -110,10 +116,14 @@ func start(spec Spec) (int, *sandbox.Run, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
 	pid, err := box.Start(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
+		Files: fds,
 	})
 	if err != nil {
 		box.Close()

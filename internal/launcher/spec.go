@@ -31,6 +31,9 @@ type Spec struct {
 	Env   []string      `json:"env"`
 	Dir   string        `json:"dir"`
 	Grace time.Duration `json:"grace"`
+	// ExtraFiles is how many files the server passed after the side
+	// channels (fd 5, 6, ...); Python inherits them as fd 3, 4, ...
+	ExtraFiles int `json:"extra_files,omitempty"`
 	// Sandbox, when set, confines Python (see package sandbox): applied
 	// here, between reading the spec and starting Python, never in the
 	// server.
@@ -67,4 +70,5 @@ const (
 const (
 	specFD   = 3
 	statusFD = 4
+	extraFD  = 5 // first of Spec.ExtraFiles
 )
