@@ -304,7 +304,11 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 				leaveCgroup()
 				return 0, fmt.Errorf("sandbox: network deny cannot be enforced: %w (use --sandbox-best-effort to run anyway)", err)
 			}
-			r.skipped = append(r.skipped, "network namespace: "+err.Error()+" (UDP/raw sockets not blocked; TCP blocked only with Landlock ABI >= 4)")
+			what := "the network is NOT blocked"
+			if r.plan != nil && r.plan.cfg.HandledAccessNet != 0 {
+				what = "only TCP is blocked (Landlock); UDP and raw sockets are not"
+			}
+			r.skipped = append(r.skipped, "network namespace: "+err.Error()+": "+what)
 		}
 	}
 	if r.dropCap {
