@@ -217,10 +217,10 @@ func (s Settings) Tighten(req Settings) (Settings, error) {
 		} else {
 			out.Network = req.Network
 		}
-	} else {
-		// A request that tightens the policy to strict gets strict's default
-		// (deny) unless the server explicitly allowed network for strict.
-		out.Network = s.Network
+	} else if req.Policy != "" && req.Policy.rank() >= 0 {
+		// A request naming a policy gets that policy's network default
+		// (strict: deny), clamped below by the server's setting.
+		out.Network = NetworkDefault
 	}
 	if out.EffectiveNetwork() == NetworkAllow && srvNet == NetworkDeny {
 		out.Network = NetworkDeny

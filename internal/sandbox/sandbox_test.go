@@ -56,6 +56,16 @@ func TestSettingsTighten(t *testing.T) {
 	if got, _ := deny.Tighten(Settings{Policy: PolicyStrict}); got.EffectiveNetwork() != NetworkDeny {
 		t.Fatal("strict request lost server network deny")
 	}
+	if got, _ := deny.Tighten(Settings{Policy: PolicyWorkspace}); got.EffectiveNetwork() != NetworkDeny {
+		t.Fatal("workspace request lifted the server's network deny")
+	}
+	allow := Settings{Policy: PolicyWorkspace, Network: NetworkAllow}
+	if got, _ := allow.Tighten(Settings{Policy: PolicyStrict}); got.EffectiveNetwork() != NetworkDeny {
+		t.Fatal("strict request on a network-allow server must default to deny")
+	}
+	if got, _ := allow.Tighten(Settings{}); got.EffectiveNetwork() != NetworkAllow {
+		t.Fatal("empty request changed the network")
+	}
 }
 
 func TestSpecJSONRoundTrip(t *testing.T) {
