@@ -20,6 +20,7 @@ type Engine struct {
 	cfg     Config
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
+	caps    capsCache      // what the kernel can enforce (sandbox.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.

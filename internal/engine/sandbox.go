@@ -11,18 +11,18 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// capabilities are detected once per process (Detect forks two /bin/true
-// probes and makes a probe cgroup).
-var (
-	capsOnce sync.Once
-	caps     sandbox.Capabilities
-)
+// capsCache holds the capabilities, detected on first use (Detect starts a
+// few /bin/true probes and makes a probe cgroup).
+type capsCache struct {
+	once sync.Once
+	caps sandbox.Capabilities
+}
 
 // Capabilities reports which confinement mechanisms this kernel offers and,
 // for each missing one, why (shown by doctor and server_info).
 func (e *Engine) Capabilities() sandbox.Capabilities {
-	capsOnce.Do(func() { caps = sandbox.Detect() })
-	return caps
+	e.caps.once.Do(func() { e.caps.caps = sandbox.Detect() })
+	return e.caps.caps
 }
 
 // sandboxFor builds the confinement spec of one run: the server's settings
