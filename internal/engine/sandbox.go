@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,8 +75,10 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		}
 	}
 	spec := &sandbox.Spec{
-		Settings:  settings,
-		RunID:     filepath.Base(tmpDir),
+		Settings: settings,
+		// Unique across servers with different state dirs sharing a
+		// machine (run cgroups of all of them may live side by side).
+		RunID:     fmt.Sprintf("%s-%08x", filepath.Base(tmpDir), crc32.ChecksumIEEE([]byte(tmpDir))),
 		Workspace: e.cfg.Workspace,
 		TmpDir:    tmpDir,
 		ReadOnly:  ro,
