@@ -36,6 +36,7 @@ type Capabilities struct {
 	NetNS         Mechanism `json:"net_namespace" jsonschema:"Empty network namespace for runs without network."`
 	PidNS         Mechanism `json:"pid_namespace" jsonschema:"Own PID namespace for strict runs."`
 	UserNS        Mechanism `json:"user_namespace" jsonschema:"User namespaces."`
+	MountNS       Mechanism `json:"mount_namespace" jsonschema:"Mount namespace giving each confined run a private /dev/shm."`
 	Cgroup        Mechanism `json:"cgroup" jsonschema:"A cgroup per run: memory and process caps, peak memory, kill-all."`
 	// CgroupMode is "v1" (memory+pids controllers), "v2" or "" (none).
 	CgroupMode string    `json:"cgroup_mode" jsonschema:"v1, v2, or empty when no per-run cgroup can be made."`
@@ -46,7 +47,7 @@ type Capabilities struct {
 // List returns the mechanisms in display order.
 func (c Capabilities) List() []Mechanism {
 	return []Mechanism{c.NoNewPrivs, c.Rlimits, c.Landlock, c.LandlockTCP, c.LandlockScope,
-		c.NetNS, c.PidNS, c.UserNS, c.Cgroup, c.Seccomp}
+		c.NetNS, c.PidNS, c.MountNS, c.UserNS, c.Cgroup, c.Seccomp}
 }
 
 // String renders the capabilities as a short text table for doctor output.
@@ -77,6 +78,10 @@ func Detect() Capabilities {
 	c.Landlock, c.LandlockTCP, c.LandlockScope, c.LandlockABI = detectLandlock()
 	c.NetNS = detectNamespace("net_namespace", syscall.CLONE_NEWNET, "no-network runs get an empty network namespace (loopback only): TCP, UDP and raw sockets cannot reach the host")
 	c.PidNS = detectNamespace("pid_namespace", syscall.CLONE_NEWPID, "strict runs get their own PID namespace: every process dies with the run")
+	c.MountNS = detectNamespace("mount_namespace", syscall.CLONE_NEWNS, "confined runs get a private /dev/shm (multiprocessing works, nothing shared between runs)")
+	if !c.Root {
+		c.MountNS = Mechanism{Name: "mount_namespace", Detail: "needs a root server: runs share the host's /dev/shm (strict: no /dev/shm)"}
+	}
 	c.UserNS = detectNamespace("user_namespace", syscall.CLONE_NEWUSER, "available (used to hold the network namespace when the server is not root)")
 	if !c.Root && !c.NetNS.Available && c.UserNS.Available {
 		c.NetNS = Mechanism{Name: "net_namespace", Available: true,
@@ -171,8 +176,11 @@ func detectSeccomp() Mechanism {
 		m.Detail = fmt.Sprintf("kernel without seccomp: %v", err)
 		return m
 	}
-	// Available in the kernel but pyexec does not install a filter yet: the
-	// network namespace covers UDP/raw sockets and Landlock covers the rest.
-	m.Detail = "kernel supports it; pyexec installs no filter (network namespace + Landlock cover network)"
+	if _, err := seccompProgram(false, false); err != nil {
+		m.Detail = err.Error()
+		return m
+	}
+	m.Available = true
+	m.Detail = "deny-list on confined runs: creating namespaces, bpf, io_uring, keyring, perf, modules, mounts, reboot"
 	return m
 }

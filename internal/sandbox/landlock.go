@@ -97,7 +97,9 @@ type landlockPlan struct {
 
 // planLandlock builds the ruleset for the spec on a kernel with the given ABI.
 // denyTCP adds Landlock's TCP bind/connect denial (strict).
-func planLandlock(s *Spec, abi int, denyTCP bool) (*landlockPlan, error) {
+// privateShm says /dev/shm will be the run's own tmpfs (then strict may use
+// it too).
+func planLandlock(s *Spec, abi int, denyTCP, privateShm bool) (*landlockPlan, error) {
 	pre := landlockPreset(abi)
 	p := &landlockPlan{cfg: landlock.Config{HandledAccessFS: pre.HandledAccessFS, Scoped: pre.Scoped}}
 	if denyTCP {
@@ -128,9 +130,9 @@ func planLandlock(s *Spec, abi int, denyTCP bool) (*landlockPlan, error) {
 			rw = append(rw, d)
 		}
 	}
-	if s.Policy != PolicyStrict {
-		// POSIX semaphores (multiprocessing locks) live in /dev/shm. Shared
-		// with other runs, so strict leaves it out.
+	if s.Policy != PolicyStrict || privateShm {
+		// POSIX semaphores (multiprocessing locks) live in /dev/shm. When
+		// it is the host's, shared with other runs, strict leaves it out.
 		rw = append(rw, "/dev/shm")
 	}
 	// Landlock opens rule paths itself; a missing optional system path is

@@ -58,6 +58,8 @@ type Run struct {
 	asMem   bool
 	nproc   bool
 	dropCap bool
+	// privateShm: give the run its own /dev/shm in a mount namespace.
+	privateShm bool
 	applied []string
 	skipped []string
 	release chan struct{}
@@ -146,8 +148,11 @@ func Prepare(spec Spec) (*Run, error) {
 	if spec.Policy == PolicyStrict {
 		r.pidNS = true // tried at Start; falls back with a note if refused
 	}
+	// A private /dev/shm needs CAP_SYS_ADMIN; without it, strict gets no
+	// /dev/shm and workspace the shared one.
+	r.privateShm = confine && os.Geteuid() == 0
 	if confine {
-		plan, err := planLandlock(&r.spec, r.abi, denyTCP)
+		plan, err := planLandlock(&r.spec, r.abi, denyTCP, r.privateShm)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("sandbox: %w", err)
@@ -311,6 +316,14 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			r.skipped = append(r.skipped, "network namespace: "+err.Error()+": "+what)
 		}
 	}
+	if r.privateShm {
+		if err := enterPrivateShm(r.spec.Limits.MemoryBytes); err != nil {
+			// Optional: strict then simply has no /dev/shm (see planLandlock).
+			r.skipped = append(r.skipped, "private /dev/shm: "+err.Error())
+		} else {
+			r.applied = append(r.applied, "mount namespace with a private /dev/shm")
+		}
+	}
 	if r.dropCap {
 		if err := dropBoundingSet(); err != nil {
 			leaveCgroup()
@@ -339,6 +352,15 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			// once. Launcher death is still covered: its process group kill,
 			// the run's cgroup and sandbox.Cleanup in the server.
 			a.Sys.Pdeathsig = 0
+		}
+	}
+	if r.spec.Policy != PolicyNone {
+		// Last, so the filter does not apply to our own setup syscalls
+		// (unshare for the PID namespace) — only to Python and its children.
+		if err := installSeccomp(a.Sys.Cloneflags&syscall.CLONE_NEWUSER != 0, a.Sys.UseCgroupFD); err != nil {
+			r.skipped = append(r.skipped, "seccomp: "+err.Error())
+		} else {
+			r.applied = append(r.applied, "seccomp deny-list (namespaces, bpf, io_uring, keyring, perf, modules, mounts)")
 		}
 	}
 	pid, err := syscall.ForkExec(path, argv, a)

@@ -666,3 +666,56 @@ except OSError as e:
 		t.Errorf("unprivileged network deny: %+v", r)
 	}
 }
+
+// TestSeccomp: confined runs cannot create namespaces or use io_uring, while
+// threads, subprocesses and multiprocessing (clone without namespace flags,
+// clone3 falling back to clone) keep working.
+func TestSeccomp(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	code := `
+import ctypes, os, subprocess, threading, multiprocessing
+libc = ctypes.CDLL(None, use_errno=True)
+for name, flag in (("user", 0x10000000), ("net", 0x40000000), ("mnt", 0x20000)):
+    r = libc.unshare(flag)
+    print("UNSHARE", name, "ok" if r == 0 else "EPERM" if ctypes.get_errno() == 1 else ctypes.get_errno())
+r = libc.syscall(425, 8, None)  # io_uring_setup
+print("IO_URING", ctypes.get_errno())
+t = threading.Thread(target=lambda: print("THREAD ok")); t.start(); t.join()
+print("SUBPROCESS", subprocess.run(["/bin/echo", "hi"], capture_output=True).stdout.decode().strip())
+with multiprocessing.Pool(2) as p:
+    print("POOL", sum(p.map(abs, [-1, -2, 3])))
+`
+	for _, p := range []Policy{PolicyWorkspace, PolicyStrict} {
+		for _, asRoot := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s-root=%v", p, asRoot), func(t *testing.T) {
+				s := e.spec(p)
+				if asRoot {
+					s.RunAs = nil
+				}
+				res := sandboxed(t, s, 30*time.Second, py(code)...)
+				for _, want := range []string{"UNSHARE user EPERM", "UNSHARE net EPERM", "UNSHARE mnt EPERM", "IO_URING 1", "THREAD ok", "SUBPROCESS hi", "POOL 6"} {
+					if !strings.Contains(res.Stdout, want) {
+						t.Errorf("missing %q: %q %q %s", want, res.Stdout, res.Stderr, res.StartErr)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPrivateShm: what a run puts in /dev/shm stays in its own tmpfs.
+func TestPrivateShm(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	marker := fmt.Sprintf("pyexec-test-%d", os.Getpid())
+	res := sandboxed(t, e.spec(PolicyWorkspace), 20*time.Second, py(`
+import sys; open("/dev/shm/" + sys.argv[1], "w").write("x"); print("WROTE")`, marker)...)
+	if !strings.Contains(res.Stdout, "WROTE") {
+		t.Fatalf("%+v", res)
+	}
+	if _, err := os.Stat("/dev/shm/" + marker); err == nil {
+		os.Remove("/dev/shm/" + marker)
+		t.Fatal("the run's /dev/shm file appeared on the host")
+	}
+}
