@@ -19,5 +19,7 @@ func benchThread(b *testing.B, f func() error) {
 }
 
 // Cost of the per-run namespaces, each on a throwaway thread.
-func BenchmarkPrivateShm(b *testing.B) { benchThread(b, func() error { return enterPrivateShm(64 << 20) }) }
+func BenchmarkPrivateShm(b *testing.B) {
+	benchThread(b, func() error { return enterPrivateShm(64 << 20) })
+}
 func BenchmarkEmptyNetNS(b *testing.B) { benchThread(b, enterEmptyNetNS) }

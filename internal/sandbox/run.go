@@ -60,10 +60,10 @@ type Run struct {
 	dropCap bool
 	// privateShm: give the run its own /dev/shm in a mount namespace.
 	privateShm bool
-	applied []string
-	skipped []string
-	release chan struct{}
-	started bool
+	applied    []string
+	skipped    []string
+	release    chan struct{}
+	started    bool
 }
 
 // Prepare checks the spec against what the kernel can do, creates the run's
