@@ -96,13 +96,8 @@ type prepared struct {
 }
 
 func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
-	switch {
-	case req.Code != "" && req.ScriptPath != "":
-		return nil, badRequest("code", "give either code or script_path, not both")
-	case req.Code == "" && req.ScriptPath == "":
-		return nil, badRequest("code", "give one of code (inline source) or script_path (a .py file in the workspace)")
-	case len(req.Code) > e.cfg.CodeLimit:
-		return nil, badRequest("code", "is %d bytes; the limit is %d bytes", len(req.Code), e.cfg.CodeLimit)
+	if err := e.checkSource(req); err != nil {
+		return nil, err
 	}
 	timeout, err := e.timeout(req.Timeout)
 	if err != nil {
