@@ -33,26 +33,10 @@ func (e *Engine) Capabilities() sandbox.Capabilities {
 // extraRO are server-provided paths the run must read (the jobs helper
 // module on PYTHONPATH).
 func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Interpreter, env *runEnv, extraRO []string) (*sandbox.Spec, []string, error) {
-	var reqLim sandbox.Limits
-	if req.Limits != nil {
-		reqLim = *req.Limits
-	}
-	settings, err := e.cfg.Sandbox.Tighten(sandbox.Settings{
-		Policy:  sandbox.Policy(strings.ToLower(req.Sandbox)),
-		Network: sandbox.Network(strings.ToLower(req.Network)),
-		Limits:  reqLim,
-	})
+	settings, err := e.sandboxSettings(req)
 	if err != nil {
-		field := "sandbox"
-		switch {
-		case strings.Contains(err.Error(), "limits."):
-			field = "limits"
-		case strings.Contains(err.Error(), "network"):
-			field = "network"
-		}
-		return nil, nil, badRequest(field, "%v", err)
+		return nil, nil, err
 	}
-	settings.BestEffort = e.cfg.Sandbox.BestEffort
 	ro := interpreterDirs(interp.Path)
 	ro = append(ro, file)
 	for _, p := range extraRO {
@@ -86,6 +70,35 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		RunAs:     choice.Cred,
 	}
 	return spec, notes, nil
+}
+
+// sandboxSettings merges the request's sandbox, network and limits into the
+// server's; a request may only tighten them (the error names the field).
+func (e *Engine) sandboxSettings(req *Request) (sandbox.Settings, error) {
+	var reqLim sandbox.Limits
+	if req.Limits != nil {
+		reqLim = *req.Limits
+	}
+	settings, err := e.cfg.Sandbox.Tighten(sandbox.Settings{
+		Policy:  sandbox.Policy(strings.ToLower(req.Sandbox)),
+		Network: sandbox.Network(strings.ToLower(req.Network)),
+		Limits:  reqLim,
+	})
+	if err == nil && settings.Limits.OpenFiles > 0 && settings.Limits.OpenFiles < 16 {
+		err = fmt.Errorf("limits.open_files %d is below the minimum of 16", settings.Limits.OpenFiles)
+	}
+	if err != nil {
+		field := "sandbox"
+		switch {
+		case strings.Contains(err.Error(), "limits."):
+			field = "limits"
+		case strings.Contains(err.Error(), "network"):
+			field = "network"
+		}
+		return sandbox.Settings{}, badRequest(field, "%v", err)
+	}
+	settings.BestEffort = e.cfg.Sandbox.BestEffort
+	return settings, nil
 }
 
 // interpreterDirs are the trees an interpreter needs to read: its prefix
