@@ -1,6 +1,7 @@
 // Package sandbox turns a confinement policy into kernel mechanisms: rlimits,
-// no_new_privs, Landlock, a network namespace, a PID namespace, a per-run
-// cgroup and an unprivileged run-as user.
+// no_new_privs, Landlock, a network namespace, a PID namespace, a mount
+// namespace with a private /dev/shm, a seccomp deny-list, a per-run cgroup
+// and an unprivileged run-as user (or root without capabilities).
 //
 // The server never confines itself. It builds a Spec (JSON, carried inside the
 // launcher spec) and the re-executed launcher helper calls Prepare, then

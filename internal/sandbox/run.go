@@ -205,10 +205,13 @@ func Prepare(spec Spec) (*Run, error) {
 // (Setpgid, Pdeathsig, Setsid...); Start adds Credential, Cloneflags and
 // the cgroup. It is called once.
 //
-// The fork happens from a dedicated locked OS thread that first joins the
-// run's cgroups, enters the empty network namespace, drops its capability
-// bounding set, sets no_new_privs and enforces Landlock, all of which are
-// per-thread and inherited by the child. That thread stays parked until
+// The fork happens from a dedicated locked OS thread that, in this order,
+// joins the run's v1 cgroups, enters the empty network namespace, enters a
+// mount namespace with a private /dev/shm, drops its capability bounding
+// set, sets no_new_privs and enforces Landlock, starts the PID namespace's
+// placeholder init, and installs the seccomp filter: all per-thread state
+// the child inherits. (Namespaces and mounts need privileges Landlock and
+// seccomp would take away, hence the order.) That thread stays parked until
 // Finish/Close so that attr.Sys.Pdeathsig (which fires when the forking
 // *thread* exits) keeps meaning "when the launcher dies". Rlimits are per
 // process: they are set on the launcher itself right before the fork.
