@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"hash/crc32"
 	"net"
 	"os"
 	"path/filepath"
@@ -234,14 +236,17 @@ func assertNothingLeft(t *testing.T, ws, state string) {
 	if tmps, _ := os.ReadDir(filepath.Join(state, "tmp")); len(tmps) > 0 {
 		t.Errorf("run temp dirs left: %v", tmps)
 	}
-	for _, ent := range tmpsOfCgroups() {
+	for _, ent := range tmpsOfCgroups(state) {
 		t.Errorf("run cgroup left: %s", ent)
 	}
 }
 
-// tmpsOfCgroups lists pyexec run cgroups under this process's own memory
-// cgroup (runs are created next to the launcher's cgroup, which is ours).
-func tmpsOfCgroups() []string {
+// tmpsOfCgroups lists the run cgroups of this state dir's runs under this
+// process's own memory cgroup (runs are created next to the launcher's
+// cgroup, which is ours). Other test packages running at the same time use
+// the same parent, so a cgroup counts only if its run id, "run-N-<crc32 of
+// the run's tmp dir>", points into this state dir.
+func tmpsOfCgroups(state string) []string {
 	raw, _ := os.ReadFile("/proc/self/cgroup")
 	var out []string
 	for _, line := range strings.Split(string(raw), "\n") {
@@ -250,7 +255,13 @@ func tmpsOfCgroups() []string {
 			dir := filepath.Join("/sys/fs/cgroup/memory", parts[2])
 			ents, _ := os.ReadDir(dir)
 			for _, e := range ents {
-				if e.IsDir() && strings.HasPrefix(e.Name(), "pyexec-run-") {
+				name, ok := strings.CutPrefix(e.Name(), "pyexec-")
+				i := strings.LastIndex(name, "-")
+				if !ok || !e.IsDir() || i < 0 {
+					continue
+				}
+				tmp := filepath.Join(state, "tmp", name[:i])
+				if fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmp))) == name[i+1:] {
 					out = append(out, filepath.Join(dir, e.Name()))
 				}
 			}
@@ -286,4 +297,33 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The leftover check itself must see a run cgroup of its state dir.
+func TestLeftoverCgroupCheckSeesOwnRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	state := t.TempDir()
+	raw, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(raw), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[1] != "memory" {
+			continue
+		}
+		tmp := filepath.Join(state, "tmp", "run-42")
+		dir := filepath.Join("/sys/fs/cgroup/memory", parts[2], fmt.Sprintf("pyexec-run-42-%08x", crc32.ChecksumIEEE([]byte(tmp))))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Skip(err)
+		}
+		defer os.Remove(dir)
+		if got := tmpsOfCgroups(state); len(got) != 1 {
+			t.Fatalf("check found %v, want the one cgroup", got)
+		}
+		if got := tmpsOfCgroups(t.TempDir()); len(got) != 0 {
+			t.Fatalf("another state dir's check found %v", got)
+		}
+		return
+	}
+	t.Skip("no v1 memory cgroup")
 }
