@@ -86,6 +86,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
 		return 1
 	}
+	defer eng.Close() // a new dependency environment finishes sealing before exit
 	res, err := eng.Run(ctx, req, &terminal{stdout: stdout, stderr: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)

@@ -40,6 +40,14 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, envs: envs}, nil
 }
 
+// Close waits for the engine's background work to finish: new dependency
+// environments are sealed (bytecode compiled, made read-only) after their
+// first run has started.
+func (e *Engine) Close() error {
+	e.envs.Wait()
+	return nil
+}
+
 // Config returns the effective configuration (defaults filled in).
 func (e *Engine) Config() Config { return e.cfg }
 

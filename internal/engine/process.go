@@ -85,8 +85,12 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 	select {
 	case <-proc.Done():
 	case <-timer.C:
-		timedOut = true
-		proc.Terminate()
+		select {
+		case <-proc.Done(): // finished as the timer fired: not a timeout
+		default:
+			timedOut = true
+			proc.Terminate()
+		}
 	case <-ctx.Done():
 		cancelled = true
 		proc.Terminate()
