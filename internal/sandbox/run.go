@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -289,9 +288,8 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 		}
 	}
 	leaveCgroup := func() {
-		tid := []byte(strconv.Itoa(unix.Gettid()))
 		for _, f := range leave {
-			_, _ = f.Write(tid)
+			_, _ = f.Write([]byte("0")) // this thread (see joinThread)
 		}
 	}
 	if r.netDeny {
