@@ -40,7 +40,11 @@ var strictSystemRO = []string{
 	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
 	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/passwd", "/etc/group",
 	"/etc/nsswitch.conf", "/etc/hosts", "/etc/mime.types", "/etc/python3", "/etc/python3.11",
+	"/etc/fonts", "/etc/timezone",
 	"/sys/devices/system/cpu",
+	// Harmless machine facts some libraries read (BLAS, psutil-like code);
+	// per-process /proc entries stay out of reach.
+	"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg",
 }
 
 // alwaysHidden are trees a workspace-policy run may not read: /tmp holds

@@ -719,3 +719,26 @@ import sys; open("/dev/shm/" + sys.argv[1], "w").write("x"); print("WROTE")`, ma
 		t.Fatal("the run's /dev/shm file appeared on the host")
 	}
 }
+
+// TestStrictReads: strict leaves what Python and common libraries need
+// (stdlib, ssl, sqlite, ctypes, cpu count, machine facts) and nothing of
+// other processes.
+func TestStrictReads(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	res := sandboxed(t, e.spec(PolicyStrict), 20*time.Second, python, "-c", `
+import os, ssl, sqlite3, ctypes, json, decimal, hashlib, zoneinfo
+print("CPUS", os.cpu_count() > 0)
+print("MEMINFO", open("/proc/meminfo").read().startswith("MemTotal"))
+for p in ["/proc/1/cmdline", "/proc/self/status", "/etc/hostname", "/root", "/home"]:
+    try:
+        open(p).read() if not os.path.isdir(p) else os.listdir(p); print("READ", p)
+    except OSError as e:
+        print("DENIED", p, e.errno)
+`)
+	for _, want := range []string{"CPUS True", "MEMINFO True", "DENIED /proc/1/cmdline 13", "DENIED /proc/self/status 13", "DENIED /etc/hostname 13", "DENIED /root 13", "DENIED /home 13"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("missing %q: %q %q %s", want, res.Stdout, res.Stderr, res.StartErr)
+		}
+	}
+}
