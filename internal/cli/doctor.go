@@ -50,6 +50,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
 	sb := info.Sandbox
 	fmt.Fprintf(w, "sandbox\t%s, network %s, run-as %s, best-effort %v\n", sb.Policy, sb.Network, sb.RunAs, sb.BestEffort)
+	fmt.Fprintf(w, "runs execute as\t%s\n", sb.RunsAs)
 	fmt.Fprintf(w, "run limits\tmemory %d B, cpu %d s, processes %d, file size %d B, open files %d (-1: unlimited)\n",
 		sb.Limits.MemoryBytes, sb.Limits.CPUSeconds, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes, sb.Limits.OpenFiles)
 	w.Flush()

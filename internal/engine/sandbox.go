@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -180,4 +181,30 @@ func hiddenTrees(stateDir string) []string {
 		hidden = append(hidden, home)
 	}
 	return hidden
+}
+
+// RunAsPreview says who runs of the default interpreter in the workspace
+// root execute as, and why, for doctor and server_info.
+func (e *Engine) RunAsPreview(ctx context.Context) string {
+	if e.cfg.Sandbox.Policy == sandbox.PolicyNone {
+		return fmt.Sprintf("the server's user (uid %d): policy none", os.Geteuid())
+	}
+	paths := []string{codeDir(e.cfg.StateDir), tmpRoot(e.cfg.StateDir)}
+	if interp, err := e.DefaultInterpreter(ctx); err == nil {
+		paths = append(paths, interp.Path)
+	}
+	choice, err := sandbox.ChooseRunAs(e.cfg.RunAs, e.cfg.Workspace, paths)
+	switch {
+	case err != nil:
+		return "runs are refused: " + err.Error()
+	case choice.Cred != nil:
+		s := fmt.Sprintf("%s (uid %d, gid %d)", choice.Cred.Name, choice.Cred.UID, choice.Cred.GID)
+		if len(choice.Notes) > 0 {
+			s += "; " + strings.Join(choice.Notes, "; ")
+		}
+		return s
+	case len(choice.Notes) > 0:
+		return strings.Join(choice.Notes, "; ")
+	}
+	return fmt.Sprintf("the server's user (uid %d)", os.Geteuid())
 }

@@ -120,6 +120,7 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			Policy:       string(cfg.Sandbox.Policy),
 			Network:      string(cfg.Sandbox.EffectiveNetwork()),
 			RunAs:        cfg.RunAs,
+			RunsAs:       l.eng.RunAsPreview(ctx),
 			BestEffort:   cfg.Sandbox.BestEffort,
 			Limits:       cfg.Sandbox.Limits,
 			Capabilities: l.eng.Capabilities(),

@@ -103,6 +103,7 @@ func renderInfo(info executor.Info) string {
 	sb := info.Sandbox
 	fmt.Fprintf(&b, "- sandbox: %s, network %s, run-as %s; memory %d bytes, %d processes, file size %d bytes (-1: unlimited)\n",
 		sb.Policy, sb.Network, sb.RunAs, sb.Limits.MemoryBytes, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes)
+	fmt.Fprintf(&b, "- runs execute as: %s\n", sb.RunsAs)
 	for _, m := range sb.Capabilities.List() {
 		mark := "yes"
 		if !m.Available {

@@ -189,7 +189,7 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 				first = wsErr
 			}
 			return RunAsChoice{Notes: []string{fmt.Sprintf(
-				"ran as root without capabilities, not as %s: %v (give %s access or set --run-as)",
+				"runs as root without capabilities, not as %s: %v (give %s access or set --run-as)",
 				name, first, name)}}, nil
 		}
 		return RunAsChoice{Cred: cred}, nil
