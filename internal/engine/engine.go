@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
@@ -19,6 +21,7 @@ type Engine struct {
 	cfg     Config
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
+	caps    capsCache      // what the kernel can enforce (sandbox.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -96,6 +99,9 @@ type prepared struct {
 	uv       *envUse // the uv environment the run uses, or nil
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
+
+	sandbox      *sandbox.Spec
+	sandboxNotes []string
 }
 
 func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
@@ -149,6 +155,18 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		return nil, err
 	}
 	x.applyAfter(env)
+	// A preamble's wrapper script must stay readable under confinement.
+	ro := slices.Clone(x.PythonPath)
+	for _, a := range req.Preamble {
+		if filepath.IsAbs(a) {
+			ro = append(ro, a)
+		}
+	}
+	box, boxNotes, err := e.sandboxFor(req, cwd, file, tmpDir, interp, env, ro)
+	if err != nil {
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
 	argv := append([]string{interp.Path, "-u"}, req.Preamble...)
 	argv = append(append(argv, file), req.Args...)
 	envList := env.list()
@@ -159,6 +177,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
+		sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }
 

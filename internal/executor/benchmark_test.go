@@ -150,3 +150,27 @@ func TestBenchmarkStopsAtFailure(t *testing.T) {
 		t.Errorf("result = %+v", res)
 	}
 }
+
+// The profiler's wrapper script lives outside the workspace (in the
+// engine's code dir): the strict sandbox must still let the run read it.
+func TestBenchmarkProfileUnderStrictSandbox(t *testing.T) {
+	ex := newTestLocal(t)
+	zero := 0
+	res, err := Benchmark(context.Background(), ex, BenchmarkRequest{
+		Request: engine.Request{Code: "def hot_loop():\n    return sum(range(100000))\nprint(hot_loop())\n", Sandbox: "strict"},
+		Repeat:  1, Warmup: &zero, Profile: true,
+	}, nil)
+	if err != nil {
+		t.Skipf("strict sandbox unavailable here: %v", err)
+	}
+	if !res.Success || res.Stdout != "4999950000\n" {
+		t.Fatalf("result = %+v", res.Result)
+	}
+	found := false
+	for _, r := range res.Profile {
+		found = found || r.Function == "hot_loop"
+	}
+	if !found {
+		t.Errorf("profile under strict sandbox = %+v (note %q)", res.Profile, res.ProfileNote)
+	}
+}
