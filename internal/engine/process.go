@@ -127,8 +127,9 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		fmt.Fprintf(stderr, "\n[CANCELLED] killed after %.1fs: the request was cancelled\n", elapsed.Seconds())
 	}
 
-	limit, boxNotes := "", p.sandboxNotes
+	limit, boxNotes, peakMem := "", p.sandboxNotes, int64(0)
 	if ev.Sandbox != nil {
+		peakMem = ev.Sandbox.PeakMemoryBytes
 		text, _ := stderr.Text()
 		limit = sandbox.LimitFromStderr(*ev.Sandbox, text[max(0, len(text)-4096):], ev.ExitCode)
 		if n := ev.Sandbox.Notes(); n != "" {
@@ -155,6 +156,7 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		CPUUserSeconds:    ev.UserSeconds,
 		CPUSystemSeconds:  ev.SystemSeconds,
 		PeakRSSBytes:      ev.MaxRSSBytes,
+		PeakMemoryBytes:   peakMem,
 		StdoutBytes:       stdoutBytes,
 		StderrBytes:       stderrBytes,
 	}

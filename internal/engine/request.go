@@ -56,6 +56,7 @@ type Result struct {
 	CPUUserSeconds   float64 `json:"cpu_user_seconds" jsonschema:"User CPU time of the whole process tree (kernel rusage of the finished run)."`
 	CPUSystemSeconds float64 `json:"cpu_system_seconds" jsonschema:"System CPU time of the whole process tree (kernel rusage of the finished run)."`
 	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Largest resident set size reached by any one process of the run, from the kernel's rusage (exact, not sampled)."`
+	PeakMemoryBytes  int64   `json:"peak_memory_bytes,omitempty" jsonschema:"High-water mark of the run's cgroup: all its processes together, as the kernel charged them (page cache the run caused included). Absent when the run had no cgroup."`
 
 	ResolvedDependencies []string `json:"resolved_dependencies,omitempty" jsonschema:"Exact versions (name==version) installed in the uv environment the run used; absent when it used none."`
 

@@ -36,6 +36,7 @@ type BenchmarkRun struct {
 	CPUUserSeconds   float64 `json:"cpu_user_seconds" jsonschema:"User CPU time of the run's whole process tree."`
 	CPUSystemSeconds float64 `json:"cpu_system_seconds" jsonschema:"System CPU time of the run's whole process tree."`
 	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Peak resident set size of the largest process of the run (kernel rusage, exact)."`
+	PeakMemoryBytes  int64   `json:"peak_memory_bytes,omitempty" jsonschema:"High-water mark of the run's cgroup, all processes together (absent without a cgroup)."`
 	ExitCode         int     `json:"exit_code" jsonschema:"Exit status of the run."`
 }
 
@@ -54,7 +55,9 @@ type BenchmarkStats struct {
 	CPUSeconds       Stats `json:"cpu_seconds" jsonschema:"User plus system CPU time per run, seconds."`
 	CPUUserSeconds   Stats `json:"cpu_user_seconds" jsonschema:"User CPU time per run, seconds."`
 	CPUSystemSeconds Stats `json:"cpu_system_seconds" jsonschema:"System CPU time per run, seconds."`
-	PeakRSSMB        Stats `json:"peak_rss_mb" jsonschema:"Peak resident set size per run, MiB."`
+	PeakRSSMB        Stats `json:"peak_rss_mb" jsonschema:"Peak resident set size per run (largest process), MiB."`
+	// PeakMemoryMB is set only when every measured run had a cgroup.
+	PeakMemoryMB *Stats `json:"peak_memory_mb,omitempty" jsonschema:"Peak memory of the run's cgroup (all processes together) per run, MiB; present when every run had a cgroup."`
 }
 
 // ProfileRow is one function of the cProfile table.
@@ -136,6 +139,7 @@ func Benchmark(ctx context.Context, ex Executor, req BenchmarkRequest, progress 
 			CPUUserSeconds:   res.CPUUserSeconds,
 			CPUSystemSeconds: res.CPUSystemSeconds,
 			PeakRSSBytes:     res.PeakRSSBytes,
+			PeakMemoryBytes:  res.PeakMemoryBytes,
 			ExitCode:         res.ExitCode,
 		})
 		if !res.Success {
@@ -192,13 +196,18 @@ func summarise(runs []BenchmarkRun) BenchmarkStats {
 		}
 		return describe(v)
 	}
-	return BenchmarkStats{
+	st := BenchmarkStats{
 		WallSeconds:      pick(func(r BenchmarkRun) float64 { return r.WallSeconds }),
 		CPUSeconds:       pick(func(r BenchmarkRun) float64 { return r.CPUUserSeconds + r.CPUSystemSeconds }),
 		CPUUserSeconds:   pick(func(r BenchmarkRun) float64 { return r.CPUUserSeconds }),
 		CPUSystemSeconds: pick(func(r BenchmarkRun) float64 { return r.CPUSystemSeconds }),
 		PeakRSSMB:        pick(func(r BenchmarkRun) float64 { return float64(r.PeakRSSBytes) / (1 << 20) }),
 	}
+	if len(runs) > 0 && !slices.ContainsFunc(runs, func(r BenchmarkRun) bool { return r.PeakMemoryBytes <= 0 }) {
+		m := pick(func(r BenchmarkRun) float64 { return float64(r.PeakMemoryBytes) / (1 << 20) })
+		st.PeakMemoryMB = &m
+	}
+	return st
 }
 
 // describe returns min, median, mean, max and the sample standard deviation

@@ -66,7 +66,10 @@ func renderBenchmark(r executor.BenchmarkResult) string {
 		row("CPU user+system (s)", st.CPUSeconds, "%.4f")
 		row("CPU user (s)", st.CPUUserSeconds, "%.4f")
 		row("CPU system (s)", st.CPUSystemSeconds, "%.4f")
-		row("peak RSS (MiB)", st.PeakRSSMB, "%.2f")
+		row("peak RSS, largest process (MiB)", st.PeakRSSMB, "%.2f")
+		if st.PeakMemoryMB != nil {
+			row("peak memory, whole cgroup (MiB)", *st.PeakMemoryMB, "%.2f")
+		}
 	}
 	if r.Note != "" {
 		fmt.Fprintf(&b, "\nnote: %s\n", r.Note)

@@ -145,7 +145,7 @@ func TestBenchmarkPythonTool(t *testing.T) {
 		out["wall_time_seconds"].(float64) <= 0 || out["cpu_time_seconds"].(float64) <= 0 {
 		t.Errorf("benchmark = %v", out)
 	}
-	if !strings.Contains(text, "| peak RSS (MiB) |") || !strings.Contains(text, "`hot`") {
+	if !strings.Contains(text, "| peak RSS, largest process (MiB) |") || !strings.Contains(text, "`hot`") {
 		t.Errorf("markdown = %s", text)
 	}
 	if _, text, isErr := mcptest.Call(t, cs, "benchmark_python", map[string]any{"code": "pass", "repeat": 1000}); !isErr || !strings.Contains(text, "repeat") {
