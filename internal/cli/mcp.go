@@ -4,31 +4,71 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
+// mcpAliases add the uv-exec-mcp seed's MCP-client variables.
+var mcpAliases = map[string][]string{
+	"max-timeout":  {"MAX_SCRIPT_TIMEOUT"},
+	"executor":     {"EXECUTION_SERVER_URL"},
+	"http-timeout": {"MCP_HTTP_TIMEOUT"},
+}
+
 // runMCP serves MCP over stdio. Only JSON-RPC reaches stdout: logs go to
-// stderr, and runs never inherit the server's standard streams.
+// stderr, and runs never inherit the server's standard streams. With
+// --executor URL every tool call is delegated to a remote `pyexec serve`
+// (the seed's two-server setup); the tools behave the same either way.
 func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
-	var ef engineFlags
-	var logLevel string
-	fs := newFlagSet("mcp", "mcp [flags]", stderr, engineAliases)
+	var (
+		ef          engineFlags
+		logLevel    string
+		remote      string
+		token       string
+		httpTimeout float64
+	)
+	fs := newFlagSet("mcp", "mcp [flags]", stderr, mcpAliases)
 	ef.register(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
-	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
+	fs.StringVar(&remote, "executor", "", "URL of a `pyexec serve` execution server to delegate runs to (default: run in this process; the engine flags then apply on the server)")
+	fs.StringVar(&token, "token", "", "bearer token of the execution server (with --executor)")
+	fs.Float64Var(&httpTimeout, "http-timeout", httpapi.DefaultTimeoutBuffer.Seconds(), "seconds added to a run's timeout for the HTTP call to the execution server; also how long it may stay silent (with --executor)")
+	if code, ok := parseFlags(fs, args, mcpAliases, stderr); !ok {
 		return code
 	}
 	logger := newLogger(stderr, logLevel)
-	ex, err := ef.executor()
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
-		return 1
+	var ex executor.Executor
+	if remote != "" {
+		c, err := httpapi.NewClient(remote, httpapi.ClientOptions{Token: token, TimeoutBuffer: seconds(httpTimeout)})
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 2
+		}
+		ex = c
+		// Like the seed's MCP client, start even when the server is down
+		// (each call then says so); just tell the operator now.
+		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if info, err := c.Info(hctx); err != nil {
+			logger.Warn("execution server not reachable yet", "url", c.URL(), "err", err)
+		} else {
+			logger.Info("pyexec MCP server on stdio, delegating to an execution server", "version", Version, "url", c.URL(), "server_version", info.Version, "workspace", info.Workspace)
+		}
+		cancel()
+	} else {
+		local, err := ef.executor()
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 1
+		}
+		ex = local
+		cfg := local.Engine().Config()
+		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 	}
-	cfg := ex.Engine().Config()
-	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger})
 	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)

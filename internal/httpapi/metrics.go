@@ -1,0 +1,167 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+)
+
+// metrics are the server's Prometheus series, on a registry of its own (no
+// global state: two servers in one test binary do not collide).
+type metrics struct {
+	reg         *prometheus.Registry
+	runs        *prometheus.CounterVec
+	runDuration prometheus.Histogram
+	inFlight    prometheus.Gauge
+	httpReqs    *prometheus.CounterVec
+	httpLatency *prometheus.HistogramVec
+}
+
+// Run outcomes, the label of pyexec_runs_total.
+const (
+	outcomeSuccess  = "success"  // exit status 0
+	outcomeFailure  = "failure"  // ran, exit status != 0
+	outcomeTimeout  = "timeout"  // killed by its timeout
+	outcomeRejected = "rejected" // request refused before running (400)
+	outcomeBusy     = "busy"     // refused by the concurrency limit (429)
+	outcomeError    = "error"    // could not be run (internal error, cancelled)
+)
+
+func newMetrics(version string) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyexec_runs_total",
+			Help: "Python runs by outcome (success, failure, timeout, rejected, busy, error), from every front end (REST, /execute, MCP).",
+		}, []string{"outcome"}),
+		runDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pyexec_run_duration_seconds",
+			Help:    "Wall time of runs that started (validation to result), in seconds.",
+			Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 18),
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pyexec_runs_in_flight",
+			Help: "Runs executing right now (a batch counts each entry).",
+		}),
+		httpReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyexec_http_requests_total",
+			Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pyexec_http_request_duration_seconds",
+			Help:    "HTTP request latency by route, in seconds.",
+			Buckets: prometheus.ExponentialBucketsRange(0.0005, 600, 20),
+		}, []string{"route"}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "pyexec_build_info",
+		Help:        "Always 1; the version label names the running pyexec.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	info.Set(1)
+	reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.httpReqs, m.httpLatency, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, o := range []string{outcomeSuccess, outcomeFailure, outcomeTimeout, outcomeRejected, outcomeBusy, outcomeError} {
+		m.runs.WithLabelValues(o) // export zeros so rates work from the start
+	}
+	return m
+}
+
+func outcomeOf(res engine.Result, err error) string {
+	var re *engine.RequestError
+	switch {
+	case errors.As(err, &re):
+		return outcomeRejected
+	case errors.Is(err, errBusy):
+		return outcomeBusy
+	case err != nil:
+		return outcomeError
+	case res.TimedOut:
+		return outcomeTimeout
+	case !res.Success:
+		return outcomeFailure
+	}
+	return outcomeSuccess
+}
+
+// admitted wraps the server's executor for every front end on this server
+// (REST, /execute and MCP over HTTP): it counts runs into the metrics and
+// enforces the concurrent-run limit (a clear "busy" error past it, 429 over
+// REST, a tool error over MCP).
+type admitted struct {
+	executor.Executor
+	m     *metrics
+	limit int64
+	n     atomic.Int64
+}
+
+func (a *admitted) acquire(k int) error {
+	if a.limit > 0 && a.n.Add(int64(k)) > a.limit {
+		a.n.Add(-int64(k))
+		return &BusyError{Limit: int(a.limit)}
+	}
+	if a.limit <= 0 {
+		a.n.Add(int64(k))
+	}
+	a.m.inFlight.Add(float64(k))
+	return nil
+}
+
+func (a *admitted) release(k int) {
+	a.n.Add(-int64(k))
+	a.m.inFlight.Sub(float64(k))
+}
+
+// Run implements executor.Executor.
+func (a *admitted) Run(ctx context.Context, req engine.Request, progress executor.ProgressFunc) (engine.Result, error) {
+	if err := a.acquire(1); err != nil {
+		a.m.runs.WithLabelValues(outcomeBusy).Inc()
+		return engine.Result{}, err
+	}
+	defer a.release(1)
+	start := time.Now()
+	res, err := a.Executor.Run(ctx, req, progress)
+	a.observe(res, err, time.Since(start))
+	return res, err
+}
+
+// Batch implements executor.Executor: the batch holds as many slots as it
+// has entries (bounded by its worker cap only on the executing side).
+func (a *admitted) Batch(ctx context.Context, req executor.BatchRequest, progress executor.ProgressFunc) (executor.BatchResult, error) {
+	k := max(1, len(req.Requests))
+	if err := a.acquire(k); err != nil {
+		a.m.runs.WithLabelValues(outcomeBusy).Add(float64(k))
+		return executor.BatchResult{}, err
+	}
+	defer a.release(k)
+	out, err := a.Executor.Batch(ctx, req, progress)
+	if err != nil {
+		a.m.runs.WithLabelValues(outcomeOf(engine.Result{}, err)).Inc()
+		return out, err
+	}
+	for _, it := range out.Results {
+		if it.Error != "" {
+			a.m.runs.WithLabelValues(outcomeRejected).Inc()
+			continue
+		}
+		a.m.runs.WithLabelValues(outcomeOf(it.Result, nil)).Inc()
+		a.m.runDuration.Observe(it.ElapsedSeconds)
+	}
+	return out, nil
+}
+
+func (a *admitted) observe(res engine.Result, err error, d time.Duration) {
+	o := outcomeOf(res, err)
+	a.m.runs.WithLabelValues(o).Inc()
+	if o != outcomeRejected && o != outcomeBusy {
+		a.m.runDuration.Observe(d.Seconds())
+	}
+}
