@@ -133,10 +133,16 @@ func (a *admitted) Run(ctx context.Context, req engine.Request, progress executo
 	return res, err
 }
 
-// Batch implements executor.Executor: the batch holds as many slots as it
-// has entries (bounded by its worker cap only on the executing side).
+// Batch implements executor.Executor.
 func (a *admitted) Batch(ctx context.Context, req executor.BatchRequest, progress executor.ProgressFunc) (executor.BatchResult, error) {
-	k := max(1, len(req.Requests))
+	// A batch holds one slot per entry, but never more than the whole
+	// limit (an idle server always admits a batch) and never more than a
+	// valid batch has (an oversized one is rejected by the executor with
+	// its own message).
+	k := min(max(1, len(req.Requests)), executor.MaxBatch)
+	if a.limit > 0 {
+		k = min(k, int(a.limit))
+	}
 	if err := a.acquire(k); err != nil {
 		a.m.runs.WithLabelValues(outcomeBusy).Add(float64(k))
 		return executor.BatchResult{}, err
