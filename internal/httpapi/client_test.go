@@ -34,9 +34,12 @@ func TestClientServerDown(t *testing.T) {
 	// Every entry point fails at once with the same clear message (no
 	// retries, no waiting for a timeout).
 	calls := map[string]func() error{
-		"run":   func() error { _, err := c.Run(context.Background(), engine.Request{Code: "1"}, nil); return err },
-		"batch": func() error { _, err := c.Batch(context.Background(), executor.BatchRequest{Requests: []engine.Request{{Code: "1"}}}, nil); return err },
-		"info":  func() error { _, err := c.Info(context.Background()); return err },
+		"run": func() error { _, err := c.Run(context.Background(), engine.Request{Code: "1"}, nil); return err },
+		"batch": func() error {
+			_, err := c.Batch(context.Background(), executor.BatchRequest{Requests: []engine.Request{{Code: "1"}}}, nil)
+			return err
+		},
+		"info": func() error { _, err := c.Info(context.Background()); return err },
 	}
 	for name, call := range calls {
 		err := call()
