@@ -51,8 +51,8 @@ func main() {
 		url      = flag.String("url", "", "base URL of a running pyexec serve (default: start one in process on loopback)")
 		token    = flag.String("token", "", "bearer token for --url")
 		levels   = flag.String("c", "1,8,32", "concurrency levels")
-		requests = flag.Int("requests", 0, "requests per cell (default 40 + 8 per client)")
-		maxTime  = flag.Duration("max-time", 20*time.Second, "stop a cell after this long")
+		requests = flag.Int("requests", 0, "requests per cell (default 40 + 4 per client)")
+		maxTime  = flag.Duration("max-time", 30*time.Second, "stop a cell after this long")
 		modes    = flag.String("modes", "python,local,remote,rest,mcp,mcp-session,mcp-mem-local,mcp-mem-remote", "modes to measure")
 		code     = flag.String("code", "print(1)", "the Python code each request runs")
 	)
@@ -237,7 +237,7 @@ func run(url, token, levelsFlag string, requests int, maxTime time.Duration, mod
 		for _, c := range levels {
 			n := requests
 			if n <= 0 {
-				n = 40 + 8*c
+				n = 40 + 4*c
 			}
 			ops, done, err := t.setup(c)
 			if err != nil {
@@ -245,7 +245,11 @@ func run(url, token, levelsFlag string, requests int, maxTime time.Duration, mod
 			}
 			r := measure(ops, n, maxTime)
 			done()
-			fmt.Printf("%-15s %5d %6d %8.1f %9.1f %9.1f %9.1f %6d\n", t.name, c, r.n, r.rps, ms(r.p50), ms(r.p99), ms(r.mean), r.errors)
+			note := ""
+			if r.cut > 0 {
+				note = fmt.Sprintf("  (%d cut by --max-time)", r.cut)
+			}
+			fmt.Printf("%-15s %5d %6d %8.1f %9.1f %9.1f %9.1f %6d%s\n", t.name, c, r.n, r.rps, ms(r.p50), ms(r.p99), ms(r.mean), r.errors, note)
 			if r.firstErr != nil {
 				fmt.Printf("    first error: %v\n", r.firstErr)
 			}
@@ -289,7 +293,7 @@ func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 type result struct {
-	n, errors      int
+	n, errors, cut int
 	rps            float64
 	p50, p99, mean time.Duration
 	firstErr       error
@@ -306,6 +310,7 @@ func measure(ops []op, n int, maxTime time.Duration) result {
 		mu       sync.Mutex
 		lat      []time.Duration
 		errs     int
+		cut      int
 		firstErr error
 		wg       sync.WaitGroup
 	)
@@ -319,7 +324,9 @@ func measure(ops []op, n int, maxTime time.Duration) result {
 				err := o(ctx)
 				d := time.Since(t0)
 				mu.Lock()
-				if err != nil {
+				if err != nil && ctx.Err() != nil {
+					cut++ // stopped by --max-time, not a failure
+				} else if err != nil {
 					errs++
 					if firstErr == nil {
 						firstErr = err
@@ -334,7 +341,7 @@ func measure(ops []op, n int, maxTime time.Duration) result {
 	wg.Wait()
 	elapsed := time.Since(start)
 	slices.Sort(lat)
-	r := result{n: len(lat), errors: errs, firstErr: firstErr}
+	r := result{n: len(lat), errors: errs, cut: cut, firstErr: firstErr}
 	if len(lat) > 0 {
 		r.rps = float64(len(lat)) / elapsed.Seconds()
 		r.p50 = lat[len(lat)*50/100]

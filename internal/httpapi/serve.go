@@ -13,10 +13,10 @@ import (
 // bounded instead (writeGrace), headers and bodies must arrive promptly
 // (slow-loris safe), and idle keep-alive connections are closed.
 const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 2 * time.Minute // whole request including a large body
-	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
+	defaultReadHeaderTimeout = 10 * time.Second
+	readTimeout              = 2 * time.Minute // whole request including a large body
+	idleTimeout              = 2 * time.Minute
+	maxHeaderBytes           = 64 << 10
 	// DefaultShutdownGrace is how long running sync calls may finish after
 	// SIGTERM before they are cancelled (their process trees killed).
 	DefaultShutdownGrace = 30 * time.Second
@@ -26,7 +26,7 @@ const (
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -56,6 +56,9 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Workspace is reported by /health (the seed's working directory).
 	Workspace string
+	// ReadHeaderTimeout bounds how long a client may take to send its
+	// request headers (slow-loris protection; default 10 s).
+	ReadHeaderTimeout time.Duration
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -88,6 +91,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 8 * runtime.NumCPU()
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = defaultReadHeaderTimeout
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"testing"
@@ -100,5 +101,45 @@ func TestShutdownGraceCancelsRuns(t *testing.T) {
 	// The server is gone.
 	if _, err := http.Get(url + "/health"); err == nil {
 		t.Fatal("server still answering")
+	}
+}
+
+// TestSlowHeadersAreCut: a client that never finishes its headers is
+// disconnected after ReadHeaderTimeout (slow loris), instead of holding a
+// connection forever.
+func TestSlowHeadersAreCut(t *testing.T) {
+	f := newFixture(t)
+	srv, err := httpapi.NewServer(httpapi.Options{Executor: f.local(t, nil), ReadHeaderTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln, time.Second)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /v1/run HTTP/1.1\r\nHost: 127.0.0.1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// A safety net only: the server must close the connection well before.
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	buf := make([]byte, 512)
+	for {
+		_, err := c.Read(buf)
+		if err == nil {
+			continue // a 408 may come first
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the server kept a half-sent request open")
+		}
+		break
 	}
 }
