@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -222,6 +223,14 @@ func call[T any](parent context.Context, c *Client, path string, body any, d tim
 		return zero, c.statusError(resp)
 	}
 	dec := json.NewDecoder(resp.Body)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		// A server that does not stream answers with the plain result.
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return zero, c.callError(parent, ctx, d, err, true)
+		}
+		return v, nil
+	}
 	for {
 		var l StreamLine[T]
 		if err := dec.Decode(&l); err != nil {
