@@ -18,6 +18,7 @@ type engineFlags struct {
 	maxTimeout     float64
 	outputCap      int
 	maxWorkers     int
+	deps           depsFlags // envs.go
 }
 
 // engineAliases are the seeds' environment variables, accepted as aliases.
@@ -34,6 +35,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	f.deps.register(fs)
 }
 
 func (f *engineFlags) config() engine.Config {
@@ -45,6 +47,7 @@ func (f *engineFlags) config() engine.Config {
 		DefaultTimeout: seconds(f.defaultTimeout),
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
+		Deps:           f.deps.config(),
 	}
 }
 

@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // Engine runs Python requests. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
 	interps interpreters
+	envs    *uvenv.Manager // dependency environments (environment.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -28,7 +31,11 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
 	}
-	return &Engine{cfg: cfg}, nil
+	envs, err := newEnvironments(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{cfg: cfg, envs: envs}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -52,12 +59,15 @@ func tmpRoot(state string) string { return filepath.Join(state, "tmp") }
 // rejected or could not be started (a *RequestError names the field); a run
 // that fails is a Result with ExitCode != 0.
 func (e *Engine) Run(ctx context.Context, req Request, obs Observer) (Result, error) {
-	p, err := e.prepare(ctx, &req)
+	p, err := e.prepare(ctx, &req, obs)
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(p.tmpDir)
-	return e.execute(ctx, p, obs)
+	defer p.uv.done()
+	res, err := e.execute(ctx, p, obs)
+	res.ResolvedDependencies = p.uv.resolvedDependencies()
+	return res, err
 }
 
 // prepared is a request turned into what to exec.
@@ -70,9 +80,10 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
+	uv       *envUse // the uv environment the run uses, or nil
 }
 
-func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
+func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer) (_ *prepared, err error) {
 	switch {
 	case req.Code != "" && req.ScriptPath != "":
 		return nil, badRequest("code", "give either code or script_path, not both")
@@ -101,6 +112,18 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	uv, err := e.environment(ctx, req, file, cwd, interp, obs)
+	if err != nil {
+		return nil, err
+	}
+	if uv != nil {
+		defer func() {
+			if err != nil {
+				uv.done()
+			}
+		}()
+		interp, strategy = uv.interp, uv.strategy
+	}
 
 	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "run-")
 	if err != nil {
@@ -119,7 +142,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv,
 	}, nil
 }
 

@@ -57,7 +57,9 @@ func (t *tools) register(srv *mcp.Server) {
 		Title: "Run Python",
 		Description: "Run Python code (or a .py file in the workspace) and return its stdout, stderr and exit code. " +
 			"The code is written to a file and run as `python -u FILE ARGS...` with no shell, so quotes, $ and backslashes reach Python untouched. " +
-			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree.",
+			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree. " +
+			"Packages: list them in dependencies (PEP 508) or in a PEP 723 `# /// script` block; they are installed once with uv into a cached environment, so repeated calls start as fast as plain Python. " +
+			"A script inside a pyproject.toml project runs in that project's environment.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.runPython)
 	mcp.AddTool(srv, &mcp.Tool{
