@@ -64,6 +64,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		Executor: ex, Version: Version, Token: token, Logger: logger,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
 		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
+		EnvBuilds: ex.Engine().Environments().Builds,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,8 @@ type metrics struct {
 	inFlight    prometheus.Gauge
 	httpReqs    *prometheus.CounterVec
 	httpLatency *prometheus.HistogramVec
+	envRuns     *prometheus.CounterVec
+	envRunCount atomic.Int64
 }
 
 // Run outcomes, the label of pyexec_runs_total.
@@ -34,7 +37,7 @@ const (
 	outcomeError    = "error"    // could not be run (internal error, cancelled)
 )
 
-func newMetrics(version string) *metrics {
+func newMetrics(version string, envBuilds func() int64) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
@@ -60,6 +63,22 @@ func newMetrics(version string) *metrics {
 			Help:    "HTTP request latency by route, in seconds.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 600, 20),
 		}, []string{"route"}),
+		envRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyexec_env_runs_total",
+			Help: "Runs that used a cached uv environment (dependencies, PEP 723 or a project), by execution_strategy.",
+		}, []string{"strategy"}),
+	}
+	if envBuilds != nil {
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "pyexec_env_builds_total",
+				Help: "uv environment builds (cache misses that ran uv) since the server started.",
+			}, func() float64 { return float64(envBuilds()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "pyexec_env_cache_hits_total",
+				Help: "Runs that used a cached uv environment without building it (env runs minus builds).",
+			}, func() float64 { return float64(max(0, m.envRunCount.Load()-envBuilds())) }),
+		)
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "pyexec_build_info",
@@ -67,7 +86,7 @@ func newMetrics(version string) *metrics {
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.httpReqs, m.httpLatency, info,
+	reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.httpReqs, m.httpLatency, m.envRuns, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, o := range []string{outcomeSuccess, outcomeFailure, outcomeTimeout, outcomeRejected, outcomeBusy, outcomeError} {
 		m.runs.WithLabelValues(o) // export zeros so rates work from the start
@@ -159,6 +178,7 @@ func (a *admitted) Batch(ctx context.Context, req executor.BatchRequest, progres
 			continue
 		}
 		a.m.runs.WithLabelValues(outcomeOf(it.Result, nil)).Inc()
+		a.m.env(it.Result)
 		a.m.runDuration.Observe(it.ElapsedSeconds)
 	}
 	return out, nil
@@ -167,7 +187,16 @@ func (a *admitted) Batch(ctx context.Context, req executor.BatchRequest, progres
 func (a *admitted) observe(res engine.Result, err error, d time.Duration) {
 	o := outcomeOf(res, err)
 	a.m.runs.WithLabelValues(o).Inc()
+	a.m.env(res)
 	if o != outcomeRejected && o != outcomeBusy {
 		a.m.runDuration.Observe(d.Seconds())
+	}
+}
+
+// env counts a run that used a uv environment.
+func (m *metrics) env(res engine.Result) {
+	if strings.HasPrefix(res.ExecutionStrategy, "uv-") {
+		m.envRuns.WithLabelValues(res.ExecutionStrategy).Inc()
+		m.envRunCount.Add(1)
 	}
 }

@@ -56,6 +56,9 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Workspace is reported by /health (the seed's working directory).
 	Workspace string
+	// EnvBuilds, when set, reports how many uv environments were built
+	// (engine.Environments().Builds), for the env cache metrics.
+	EnvBuilds func() int64
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request headers (slow-loris protection; default 10 s).
 	ReadHeaderTimeout time.Duration
@@ -98,7 +101,7 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version)}
+	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds)}
 	s.ex = &admitted{Executor: opts.Executor, m: s.m, limit: int64(max(opts.MaxInFlight, 0))}
 	// JSON escaping can double code that is full of quotes and newlines.
 	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
