@@ -14,19 +14,21 @@ import (
 )
 
 // mcpAliases add the uv-exec-mcp seed's MCP-client variables.
-var mcpAliases = map[string][]string{
+var mcpAliases = withJobAliases(map[string][]string{
 	"max-timeout":  {"MAX_SCRIPT_TIMEOUT"},
 	"executor":     {"EXECUTION_SERVER_URL"},
 	"http-timeout": {"MCP_HTTP_TIMEOUT"},
-}
+})
 
 // runMCP serves MCP over stdio. Only JSON-RPC reaches stdout: logs go to
 // stderr, and runs never inherit the server's standard streams. With
-// --executor URL every tool call is delegated to a remote `pyexec serve`
-// (the seed's two-server setup); the tools behave the same either way.
+// --executor URL every tool call (runs and jobs) is delegated to a remote
+// `pyexec serve` (the seed's two-server setup); the tools behave the same
+// either way.
 func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	var (
 		ef          engineFlags
+		jf          jobFlags
 		logLevel    string
 		remote      string
 		token       string
@@ -34,8 +36,9 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	)
 	fs := newFlagSet("mcp", "mcp [flags]", stderr, mcpAliases)
 	ef.register(fs)
+	jf.register(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
-	fs.StringVar(&remote, "executor", "", "URL of a `pyexec serve` execution server to delegate runs to (default: run in this process; the engine flags then apply on the server)")
+	fs.StringVar(&remote, "executor", "", "URL of a `pyexec serve` execution server to delegate runs and jobs to (default: run in this process; engine and job flags other than --sync-budget then apply on the server)")
 	fs.StringVar(&token, "token", "", "bearer token of the execution server (with --executor)")
 	fs.Float64Var(&httpTimeout, "http-timeout", httpapi.DefaultTimeoutBuffer.Seconds(), "seconds added to a run's timeout for the HTTP call to the execution server; also how long it may stay silent (with --executor)")
 	if code, ok := parseFlags(fs, args, mcpAliases, stderr); !ok {
@@ -65,11 +68,24 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 			return 1
 		}
-		ex = local
 		cfg := local.Engine().Config()
 		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
+		jx, err := jf.open(ctx, local, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 1
+		}
+		defer func() {
+			// Running jobs are killed and recorded as failed ("server shut down").
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := jx.Close(stopCtx); err != nil {
+				logger.Error("closing jobs", "err", err)
+			}
+		}()
+		ex = jx
 	}
-	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger})
+	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget()})
 	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1

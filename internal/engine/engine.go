@@ -59,7 +59,12 @@ func tmpRoot(state string) string { return filepath.Join(state, "tmp") }
 // rejected or could not be started (a *RequestError names the field); a run
 // that fails is a Result with ExitCode != 0.
 func (e *Engine) Run(ctx context.Context, req Request, obs Observer) (Result, error) {
-	p, err := e.prepare(ctx, &req, obs)
+	return e.RunWith(ctx, req, obs, Extras{})
+}
+
+// RunWith is Run with per-run additions (see Extras) that background jobs need.
+func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extras) (Result, error) {
+	p, err := e.prepare(ctx, &req, obs, x)
 	if err != nil {
 		return Result{}, err
 	}
@@ -81,9 +86,11 @@ type prepared struct {
 	interp   Interpreter
 	strategy string
 	uv       *envUse // the uv environment the run uses, or nil
+
+	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 }
 
-func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer) (_ *prepared, err error) {
+func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
 	switch {
 	case req.Code != "" && req.ScriptPath != "":
 		return nil, badRequest("code", "give either code or script_path, not both")
@@ -95,6 +102,9 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer) (_ *pr
 	timeout, err := e.timeout(req.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if x.Timeout > 0 {
+		timeout = x.Timeout
 	}
 	cwd, err := e.resolveCwd(req.Cwd)
 	if err != nil {
@@ -130,10 +140,12 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer) (_ *pr
 		return nil, fmt.Errorf("create run temp dir: %w", err)
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
+	x.applyBefore(env)
 	if err := e.applyRequestEnv(env, req, cwd); err != nil {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
+	x.applyAfter(env)
 	argv := append([]string{interp.Path, "-u", file}, req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
@@ -142,7 +154,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer) (_ *pr
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
 	}, nil
 }
 

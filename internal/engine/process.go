@@ -42,12 +42,12 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		}
 	}
 
-	opts := launcher.Options{Executable: e.cfg.Launcher, Stdin: stdinR, Stdout: outW, Stderr: errW}
+	opts := launcher.Options{Executable: e.cfg.Launcher, Stdin: stdinR, Stdout: outW, Stderr: errW, ExtraFiles: p.extraFiles}
 	if obs != nil {
 		opts.OnStart = obs.Started
 	}
 	start := time.Now()
-	proc, err := launcher.Start(launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace}, opts)
+	proc, err := launcher.Start(launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace, ExtraFiles: len(p.extraFiles)}, opts)
 	// The children hold their own copies now.
 	outW.Close()
 	errW.Close()

@@ -54,6 +54,9 @@ type BatchItem struct {
 	engine.Result
 	Index int    `json:"index" jsonschema:"Position of this entry in the input list."`
 	Error string `json:"error,omitempty" jsonschema:"Why this entry was rejected before running (its other fields are then empty)."`
+	// Set instead of a result when the batch ran in mode async.
+	JobID  string `json:"job_id,omitempty" jsonschema:"With mode async: the background job running this entry (follow it with get_job)."`
+	Status string `json:"status,omitempty" jsonschema:"With mode async: the job's status when it was started (pending or running)."`
 }
 
 // Info describes an executor.
