@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/httpapi"
 )
@@ -15,9 +16,9 @@ import (
 // serveAliases add the uv-exec-mcp seed's execution-server variables.
 // EXECUTION_HOST and EXECUTION_PORT are read separately (they are two
 // halves of --listen).
-var serveAliases = map[string][]string{
+var serveAliases = withJobAliases(map[string][]string{
 	"max-timeout": {"MAX_SCRIPT_TIMEOUT"},
-}
+})
 
 // runServe is the execution server: REST under /v1, the seed's /execute and
 // /health, /metrics, /openapi.json and MCP over Streamable HTTP at /mcp, all
@@ -26,6 +27,7 @@ var serveAliases = map[string][]string{
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	var (
 		ef             engineFlags
+		jf             jobFlags
 		listen, token  string
 		insecureNoAuth bool
 		maxInFlight    int
@@ -35,6 +37,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	)
 	fs := newFlagSet("serve", "serve [flags]", stderr, serveAliases)
 	ef.register(fs)
+	jf.register(fs)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on, HOST:PORT (also EXECUTION_HOST and EXECUTION_PORT)")
 	fs.StringVar(&token, "token", "", "bearer token required on every route but /health (required to listen beyond loopback)")
 	fs.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without a token (anyone who can connect can run code)")
@@ -60,8 +63,22 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	cfg := ex.Engine().Config()
+	jx, err := jf.open(ctx, ex, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 1
+	}
+	defer func() {
+		// After the HTTP server has drained: jobs still running are killed
+		// and recorded as failed ("server shut down"), their output kept.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := jx.Close(stopCtx); err != nil {
+			logger.Error("closing jobs", "err", err)
+		}
+	}()
 	srv, err := httpapi.NewServer(httpapi.Options{
-		Executor: ex, Version: Version, Token: token, Logger: logger,
+		Executor: jx, Version: Version, Token: token, Logger: logger, SyncBudget: jf.budget(),
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
 		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
 		EnvBuilds: ex.Engine().Environments().Builds,

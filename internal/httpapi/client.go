@@ -17,6 +17,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 // Client defaults.
@@ -196,6 +197,20 @@ func (e *errIdle) Error() string {
 // result or an error.
 func call[T any](parent context.Context, c *Client, path string, body any, d time.Duration, progress executor.ProgressFunc) (T, error) {
 	var zero T
+	l, err := callLine[T](parent, c, path, body, d, progress)
+	if err != nil {
+		return zero, err
+	}
+	if l.Result == nil {
+		return zero, fmt.Errorf("execution server at %s handed the call off to a background job unasked", c.base)
+	}
+	return *l.Result, nil
+}
+
+// callLine is call returning the final line: a result, or (POST /v1/run
+// with sync_budget) a handoff.
+func callLine[T any](parent context.Context, c *Client, path string, body any, d time.Duration, progress executor.ProgressFunc) (StreamLine[T], error) {
+	var zero StreamLine[T]
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return zero, err
@@ -219,17 +234,25 @@ func call[T any](parent context.Context, c *Client, path string, body any, d tim
 	}
 	defer resp.Body.Close()
 	idle.Reset(c.opts.TimeoutBuffer)
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
 		return zero, c.statusError(resp)
 	}
 	dec := json.NewDecoder(resp.Body)
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		// A server that does not stream answers with the plain result.
+		// A server that does not stream answers with the plain result (or,
+		// 202, the handoff).
+		if resp.StatusCode == http.StatusAccepted {
+			var h RunHandoff
+			if err := dec.Decode(&h); err != nil {
+				return zero, c.callError(parent, ctx, d, err, true)
+			}
+			return StreamLine[T]{Handoff: &h}, nil
+		}
 		var v T
 		if err := dec.Decode(&v); err != nil {
 			return zero, c.callError(parent, ctx, d, err, true)
 		}
-		return v, nil
+		return StreamLine[T]{Result: &v}, nil
 	}
 	for {
 		var l StreamLine[T]
@@ -243,8 +266,8 @@ func call[T any](parent context.Context, c *Client, path string, body any, d tim
 		switch {
 		case l.Error != nil:
 			return zero, c.detailError(*l.Error)
-		case l.Result != nil:
-			return *l.Result, nil
+		case l.Result != nil, l.Handoff != nil:
+			return l, nil
 		case l.Progress != nil && progress != nil:
 			progress(fromEvent(l.Progress))
 		}
@@ -309,14 +332,26 @@ func (e *RemoteError) Error() string {
 	switch e.Detail.Code {
 	case CodeUnauthorized:
 		return fmt.Sprintf("execution server at %s refused the request: %s (give the server's token with --token or PYEXEC_TOKEN)", e.URL, e.Detail.Message)
-	case CodeBusy:
+	case CodeBusy, CodeNotFound:
+		// The executor's own words, as the local executor would say them.
 		return e.Detail.Message
 	}
 	return fmt.Sprintf("execution server at %s: %s", e.URL, e.Detail.Message)
 }
 
-// Is lets errors.Is(err, errBusy) see a remote busy answer.
-func (e *RemoteError) Is(target error) bool { return target == errBusy && e.Detail.Code == CodeBusy }
+// Is lets errors.Is see the remote error as the local one: busy (the
+// admission limit or the job queue), an unknown job, a closed job manager.
+func (e *RemoteError) Is(target error) bool {
+	switch e.Detail.Code {
+	case CodeBusy:
+		return target == errBusy || (target == jobs.ErrBusy && strings.HasPrefix(e.Detail.Message, jobs.ErrBusy.Error()))
+	case CodeNotFound:
+		return target == jobs.ErrNotFound
+	case CodeUnavailable:
+		return target == jobs.ErrClosed
+	}
+	return false
+}
 
 func (c *Client) detailError(d ErrorDetail) error {
 	if d.Code == CodeInvalidRequest {

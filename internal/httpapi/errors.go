@@ -80,6 +80,9 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &be):
 		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%s", be.Error())
 	}
+	if ae := jobErrorStatus(err); ae != nil {
+		return ae
+	}
 	return newAPIError(http.StatusInternalServerError, CodeInternal, "%v", err)
 }
 

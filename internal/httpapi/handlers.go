@@ -43,6 +43,7 @@ type StreamLine[T any] struct {
 	Progress *ProgressEvent `json:"progress,omitempty" jsonschema:"A heartbeat while the call runs."`
 	Result   *T             `json:"result,omitempty" jsonschema:"The final result; the last line of the stream."`
 	Error    *ErrorDetail   `json:"error,omitempty" jsonschema:"The call failed after streaming began; the last line of the stream."`
+	Handoff  *RunHandoff    `json:"handoff,omitempty" jsonschema:"POST /v1/run with sync_budget only: the run outlived its budget and goes on as a background job; the last line of the stream."`
 }
 
 func toEvent(p executor.Progress) *ProgressEvent {
@@ -95,7 +96,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, strict b
 	case errors.As(err, &se):
 		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON at byte %d: %v", se.Offset, se)
 	case errors.As(err, &ute):
-		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Field: ute.Field,
+		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Field: jsonField(ute.Field),
 			Message: fmt.Sprintf("must be %s, got JSON %s", ute.Type, ute.Value)}}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the JSON body ends early")
@@ -110,11 +111,19 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, strict b
 
 func wantsNDJSON(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := strings.Cut(part, ";")
-			if strings.EqualFold(strings.TrimSpace(mt), MediaNDJSON) {
-				return true
-			}
+		if mediaIn(v, MediaNDJSON) {
+			return true
+		}
+	}
+	return false
+}
+
+// mediaIn reports whether an Accept header value lists media type mt.
+func mediaIn(accept, mt string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		t, _, _ := strings.Cut(part, ";")
+		if strings.EqualFold(strings.TrimSpace(t), mt) {
+			return true
 		}
 	}
 	return false
@@ -165,6 +174,14 @@ func (s *stream[T]) progress(p executor.Progress) {
 	s.line(StreamLine[T]{Progress: toEvent(p)})
 }
 
+func (s *stream[T]) handoff(h *RunHandoff) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.start()
+	s.line(StreamLine[T]{Handoff: h})
+}
+
 func (s *stream[T]) finish(v T, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,19 +200,66 @@ func (s *stream[T]) finish(v T, err error) {
 }
 
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	var req engine.Request
+	var req RunRequest
 	if err := decode(w, r, s.runBodyLimit, &req, true); err != nil {
 		writeError(w, err)
 		return
 	}
+	if req.SyncBudget < 0 {
+		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "must be >= 0 seconds"})
+		return
+	}
+	if req.SyncBudget > 0 {
+		s.runOrHandoff(w, r, req)
+		return
+	}
 	if wantsNDJSON(r) {
 		st := newStream[engine.Result](w)
-		res, err := s.ex.Run(r.Context(), req, st.progress)
+		res, err := s.ex.Run(r.Context(), req.Request, st.progress)
 		st.finish(res, err)
 		return
 	}
-	res, err := s.ex.Run(r.Context(), req, nil)
+	res, err := s.ex.Run(r.Context(), req.Request, nil)
 	s.reply(w, res, err)
+}
+
+// runOrHandoff is the smart-async run: the result within the budget, or
+// 202 with the job the run continues as.
+func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunRequest) {
+	if s.jx == nil {
+		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
+		return
+	}
+	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel}
+	var st *stream[engine.Result]
+	var progress executor.ProgressFunc
+	if wantsNDJSON(r) {
+		st = newStream[engine.Result](w)
+		progress = st.progress
+	}
+	o, err := s.jx.RunOrHandoff(r.Context(), req.Request, opts, progress)
+	var h *RunHandoff
+	if err == nil && o.Result == nil {
+		h = &RunHandoff{Job: o.Job, Output: *o.Output}
+		h.Job.Request = nil
+	}
+	switch {
+	case st != nil && h != nil:
+		st.handoff(h)
+	case st != nil:
+		var res engine.Result
+		if o.Result != nil {
+			res = *o.Result
+		}
+		st.finish(res, err)
+	case err != nil:
+		writeError(w, err)
+	case h != nil:
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeGrace))
+		writeJSON(w, http.StatusAccepted, h)
+	default:
+		s.reply(w, *o.Result, nil)
+	}
 }
 
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
@@ -237,7 +301,7 @@ type Health struct {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h := Health{Status: "healthy", Version: s.opts.Version, RunsInFlight: s.ex.n.Load()}
+	h := Health{Status: "healthy", Version: s.opts.Version, RunsInFlight: s.adm.n.Load()}
 	if s.authorized(r) {
 		h.WorkingDirectory = s.opts.Workspace
 	}
@@ -324,4 +388,17 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		TimedOut: res.TimedOut, ScriptPath: req.ScriptPath, WorkingDirectory: s.opts.Workspace,
 		ExecutionStrategy: res.ExecutionStrategy, PythonVersionUsed: res.PythonVersionUsed,
 	})
+}
+
+// jsonField drops the Go names of embedded structs from a decoding error's
+// field path ("Request.code" is the wire's "code").
+func jsonField(path string) string {
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
 }

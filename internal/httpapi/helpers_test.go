@@ -14,6 +14,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 const testVersion = "test"
@@ -56,10 +57,22 @@ func (f fixture) local(t *testing.T, mutate func(*engine.Config)) *executor.Loca
 	return executor.NewLocal(eng, testVersion, 4)
 }
 
-// serve starts an httptest server (a real loopback listener) around ex.
-func serve(t *testing.T, ex *executor.Local, mutate func(*httpapi.Options)) (*httptest.Server, *httpapi.Server) {
+// withJobs adds a job manager (its store in a fresh dir) to l, closed at
+// the end of the test.
+func withJobs(t *testing.T, l *executor.Local) *executor.LocalJobs {
 	t.Helper()
-	cfg := ex.Engine().Config()
+	jx, err := executor.OpenLocalJobs(context.Background(), l, jobs.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jx.Close(context.Background()) })
+	return jx
+}
+
+// serve starts an httptest server (a real loopback listener) around ex.
+func serve(t *testing.T, ex executor.Executor, mutate func(*httpapi.Options)) (*httptest.Server, *httpapi.Server) {
+	t.Helper()
+	cfg := engineOf(ex).Config()
 	opts := httpapi.Options{Executor: ex, Version: testVersion, CodeLimit: cfg.CodeLimit, Workspace: cfg.Workspace}
 	if mutate != nil {
 		mutate(&opts)
@@ -131,4 +144,14 @@ func do(t *testing.T, method, url string, body any, headers ...string) response 
 		t.Fatal(err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func engineOf(ex executor.Executor) *engine.Engine {
+	switch x := ex.(type) {
+	case *executor.Local:
+		return x.Engine()
+	case *executor.LocalJobs:
+		return x.Engine()
+	}
+	panic("no engine")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -184,14 +185,23 @@ func newClient(progressCount *atomic.Int64) *mcp.Client {
 // connectInMemory serves ex as MCP over in-memory transports.
 func connectInMemory(t *testing.T, ex executor.Executor, progressCount *atomic.Int64) *mcp.ClientSession {
 	t.Helper()
-	srv := mcpserver.New(ex, mcpserver.Options{Version: testVersion})
+	return connectWith(t, ex, newClient(progressCount))
+}
+
+// suiteBudget is the smart-async budget of the suite's MCP servers: long
+// enough for every sync case, short enough for the handoff case.
+const suiteBudget = 3 * time.Second
+
+func connectWith(t *testing.T, ex executor.Executor, client *mcp.Client) *mcp.ClientSession {
+	t.Helper()
+	srv := mcpserver.New(ex, mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	cs, err := newClient(progressCount).Connect(context.Background(), ct, nil)
+	cs, err := client.Connect(context.Background(), ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,8 +252,8 @@ func normalize(r *mcp.CallToolResult, s map[string]any) (string, string) {
 // httpapi.Client, and requires the same behaviour from both.
 func TestMCPSuiteLocalAndRemote(t *testing.T) {
 	f := newFixture(t)
-	local := f.local(t, nil)
-	ts, _ := serve(t, f.local(t, nil), func(o *httpapi.Options) { o.Token = "tok" })
+	local := withJobs(t, f.local(t, nil))
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
 	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +311,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // one (and 2025-06-18), progress notifications included.
 func TestMCPOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	ts, _ := serve(t, f.local(t, nil), func(o *httpapi.Options) { o.Token = "tok" })
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
 	hc := &http.Client{Transport: bearer{"tok", http.DefaultTransport}}
 	for _, version := range []string{"", "2025-11-25", "2025-06-18"} {
 		name := version

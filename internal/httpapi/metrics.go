@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 // metrics are the server's Prometheus series, on a registry of its own (no
@@ -25,6 +26,7 @@ type metrics struct {
 	httpLatency *prometheus.HistogramVec
 	envRuns     *prometheus.CounterVec
 	envRunCount atomic.Int64
+	jobsStarted prometheus.Counter
 }
 
 // Run outcomes, the label of pyexec_runs_total.
@@ -35,6 +37,7 @@ const (
 	outcomeRejected = "rejected" // request refused before running (400)
 	outcomeBusy     = "busy"     // refused by the concurrency limit (429)
 	outcomeError    = "error"    // could not be run (internal error, cancelled)
+	outcomeHandoff  = "handoff"  // a smart-async run outlived its budget and became a job
 )
 
 func newMetrics(version string, envBuilds func() int64) *metrics {
@@ -63,6 +66,10 @@ func newMetrics(version string, envBuilds func() int64) *metrics {
 			Help:    "HTTP request latency by route, in seconds.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 600, 20),
 		}, []string{"route"}),
+		jobsStarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pyexec_jobs_started_total",
+			Help: "Background jobs started explicitly (POST /v1/jobs, mode async); handed-off sync runs count as outcome=handoff in pyexec_runs_total.",
+		}),
 		envRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pyexec_env_runs_total",
 			Help: "Runs that used a cached uv environment (dependencies, PEP 723 or a project), by execution_strategy.",
@@ -86,9 +93,9 @@ func newMetrics(version string, envBuilds func() int64) *metrics {
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.httpReqs, m.httpLatency, m.envRuns, info,
+	reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.httpReqs, m.httpLatency, m.envRuns, m.jobsStarted, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, o := range []string{outcomeSuccess, outcomeFailure, outcomeTimeout, outcomeRejected, outcomeBusy, outcomeError} {
+	for _, o := range []string{outcomeSuccess, outcomeFailure, outcomeTimeout, outcomeRejected, outcomeBusy, outcomeError, outcomeHandoff} {
 		m.runs.WithLabelValues(o) // export zeros so rates work from the start
 	}
 	return m
@@ -199,4 +206,24 @@ func (m *metrics) env(res engine.Result) {
 		m.envRuns.WithLabelValues(res.ExecutionStrategy).Inc()
 		m.envRunCount.Add(1)
 	}
+}
+
+// watchJobs exports the job queue: jobs pending (the queue depth) and
+// running, counted from the job store at scrape time.
+func (m *metrics) watchJobs(jx executor.JobExecutor) {
+	count := func(st jobs.Status) func() float64 {
+		return func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			l, err := jx.Jobs(ctx, jobs.Filter{Status: st, Limit: 1})
+			if err != nil {
+				return -1
+			}
+			return float64(l.Total)
+		}
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pyexec_jobs_pending", Help: "Background jobs waiting in the queue (queue depth); -1 when the store cannot be read."}, count(jobs.StatusPending)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pyexec_jobs_running", Help: "Background jobs running (including handed-off sync runs); -1 when the store cannot be read."}, count(jobs.StatusRunning)),
+	)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 // The OpenAPI 3.1 document is generated from the very Go types the handlers
@@ -25,7 +26,8 @@ func forType[T any]() func() (*jsonschema.Schema, error) {
 }
 
 var componentSchemas = []schemaEntry{
-	{"RunRequest", forType[engine.Request]()},
+	{"RunRequest", forType[RunRequest]()},
+	{"RunHandoff", forType[RunHandoff]()},
 	{"RunResult", forType[engine.Result]()},
 	{"RunStreamLine", forType[StreamLine[engine.Result]]()},
 	{"BatchRequest", forType[executor.BatchRequest]()},
@@ -37,6 +39,13 @@ var componentSchemas = []schemaEntry{
 	{"ExecuteRequest", forType[ExecuteRequest]()},
 	{"ExecuteResponse", forType[ExecuteResponse]()},
 	{"ExecuteError", forType[ExecuteError]()},
+	{"StartJobRequest", forType[StartJobRequest]()},
+	{"Job", forType[jobs.Job]()},
+	{"JobList", forType[jobs.JobList]()},
+	{"OutputChunk", forType[jobs.Chunk]()},
+	{"PruneRequest", forType[PruneRequest]()},
+	{"PruneResult", forType[jobs.PruneResult]()},
+	{"JobEvent", forType[JobEvent]()},
 }
 
 var openAPIDoc = sync.OnceValues(buildOpenAPI)
@@ -82,6 +91,7 @@ func buildOpenAPI() ([]byte, error) {
 	common := func(extra obj) obj {
 		r := obj{
 			"401": errResp("Missing or wrong bearer token."),
+			"405": errResp("Method not allowed on this path (the Allow header lists the right ones)."),
 			"403": errResp("Refused: a non-loopback Host on a loopback server (DNS rebinding protection) or a cross-origin browser request."),
 			"503": errResp("The server is shutting down."),
 		}
@@ -117,7 +127,10 @@ func buildOpenAPI() ([]byte, error) {
 			"summary":     "Run Python code or a workspace script to completion.",
 			"description": "A failed run is a 200 with exit_code != 0; only a rejected request is an error.",
 			"requestBody": runBody("RunRequest"),
-			"responses":   common(merge(runErrors, obj{"200": streamed("RunResult", "RunStreamLine")})),
+			"responses": common(merge(runErrors, obj{
+				"200": streamed("RunResult", "RunStreamLine"),
+				"202": resp("With sync_budget: the run outlived its budget and goes on as a background job (when streamed, the last line is {\"handoff\": ...} instead).", "RunHandoff"),
+			})),
 		}},
 		"/v1/batch": obj{"post": obj{
 			"operationId": "batch",
@@ -159,6 +172,76 @@ func buildOpenAPI() ([]byte, error) {
 			"summary":     "This document.",
 			"responses":   common(obj{"200": obj{"description": "OpenAPI 3.1.", "content": obj{"application/json": obj{"schema": obj{"type": "object"}}}}}),
 		}},
+		"/v1/jobs": obj{
+			"post": obj{
+				"operationId": "startJob",
+				"summary":     "Start a background job (servers with jobs).",
+				"requestBody": runBody("StartJobRequest"),
+				"responses": common(merge(runErrors, obj{
+					"202": resp("The job, pending or running; Location names it.", "Job"),
+					"429": errResp("Busy: the queue of pending jobs is full."),
+				})),
+			},
+			"get": obj{
+				"operationId": "listJobs",
+				"summary":     "Jobs, newest first; total counts all matches before the limit.",
+				"parameters": []any{
+					query("status", "string", "Only jobs with this status: pending, running, completed, failed or cancelled."),
+					query("label", "string", "Only jobs with exactly this job_label."),
+					query("limit", "integer", "Most jobs to return (default 50)."),
+					query("include_request", "boolean", "Include each job's request (env_vars values redacted)."),
+				},
+				"responses": common(obj{"200": resp("The jobs.", "JobList"), "400": errResp("A bad parameter; field names it.")}),
+			},
+		},
+		"/v1/jobs/{id}": obj{"get": obj{
+			"operationId": "getJob",
+			"summary":     "One job: status, timestamps, exit information, script progress.",
+			"parameters":  []any{jobID},
+			"responses":   common(obj{"200": resp("The job.", "Job"), "404": errResp("No such job.")}),
+		}},
+		"/v1/jobs/{id}/output": obj{"get": obj{
+			"operationId": "jobOutput",
+			"summary":     "A job's output after byte offsets; nothing is ever returned twice.",
+			"description": "Pass back next_stdout_offset/next_stderr_offset as stdout_offset/stderr_offset. wait long-polls for new output or the end. " +
+				"With `Accept: text/event-stream` the answer is a live SSE stream until the job ends: `status` events (the Job, at once and on every status, phase or progress change), " +
+				"`output` events (an OutputChunk of new output; the event id is `STDOUT_OFFSET:STDERR_OFFSET`, usable as Last-Event-ID to resume), then one `end` event (the finished Job); `: keepalive` comments every 15 s when idle.",
+			"parameters": []any{jobID,
+				query("stdout_offset", "integer", "Byte offset in stdout to read from (default 0)."),
+				query("stderr_offset", "integer", "Byte offset in stderr to read from (default 0)."),
+				query("max_bytes", "integer", "Most bytes of each stream to return (default 262144)."),
+				query("wait", "number", "Seconds to wait for new output or the end when there is nothing new yet (at most 120)."),
+			},
+			"responses": common(obj{
+				"200": obj{"description": "New output, or the SSE stream.", "content": obj{
+					"application/json":  obj{"schema": ref("OutputChunk")},
+					"text/event-stream": obj{"schema": obj{"type": "string"}},
+				}},
+				"400": errResp("A bad parameter; field names it."),
+				"404": errResp("No such job."),
+			}),
+		}},
+		"/v1/jobs/{id}/events": obj{"get": obj{
+			"operationId": "jobEvents",
+			"summary":     "SSE stream of the job's coalesced change events (`change` events with a JobEvent), until the job ends.",
+			"parameters":  []any{jobID},
+			"responses": common(obj{
+				"200": obj{"description": "The SSE stream.", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}},
+				"404": errResp("No such job."),
+			}),
+		}},
+		"/v1/jobs/{id}/cancel": obj{"post": obj{
+			"operationId": "cancelJob",
+			"summary":     "Cancel a pending or running job: its whole process tree is killed; its output stays readable.",
+			"parameters":  []any{jobID},
+			"responses":   common(obj{"200": resp("The job (cancelled, or its final status if it had already finished).", "Job"), "404": errResp("No such job.")}),
+		}},
+		"/v1/jobs/prune": obj{"post": obj{
+			"operationId": "pruneJobs",
+			"summary":     "Remove finished jobs and their logs. Pending and running jobs are never removed.",
+			"requestBody": obj{"required": false, "content": jsonContent("PruneRequest")},
+			"responses":   common(obj{"200": resp("How many were removed.", "PruneResult"), "400": errResp("A bad field.")}),
+		}},
 		"/mcp": obj{"post": obj{
 			"operationId": "mcp",
 			"summary":     "MCP over Streamable HTTP (JSON-RPC; see the MCP specification). Stateless 2026-07-28 requests and session-based 2025-06-18/2025-11-25 clients are both served.",
@@ -185,6 +268,12 @@ func buildOpenAPI() ([]byte, error) {
 		"security": []any{obj{"bearer": []any{}}},
 	}
 	return json.Marshal(doc)
+}
+
+var jobID = obj{"name": "id", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The job id."}
+
+func query(name, typ, desc string) obj {
+	return obj{"name": name, "in": "query", "required": false, "schema": obj{"type": typ}, "description": desc}
 }
 
 func merge(a, b obj) obj {

@@ -55,6 +55,13 @@ func (d openAPIDoc) schemaFor(t *testing.T, method, path, status, contentType st
 	return r
 }
 
+func loadDoc(t *testing.T, url string, headers ...string) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	do(t, "GET", url+"/openapi.json", nil, headers...).json(t, &doc.raw)
+	return doc
+}
+
 func validate(t *testing.T, r *jsonschema.Resolved, body []byte, what string) {
 	t.Helper()
 	var v any
@@ -74,8 +81,7 @@ func TestOpenAPIMatchesRealResponses(t *testing.T) {
 	ex := f.local(t, func(c *engine.Config) { c.CodeLimit = 1000 })
 	ts, _ := serve(t, ex, nil)
 
-	var doc openAPIDoc
-	do(t, "GET", ts.URL+"/openapi.json", nil).json(t, &doc.raw)
+	doc := loadDoc(t, ts.URL)
 	if doc.raw["openapi"] != "3.1.0" {
 		t.Fatalf("openapi version %v", doc.raw["openapi"])
 	}

@@ -56,6 +56,9 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Workspace is reported by /health (the seed's working directory).
 	Workspace string
+	// SyncBudget is the MCP tools' smart-async budget (executors with jobs;
+	// default 20 s, negative: never hand off).
+	SyncBudget time.Duration
 	// EnvBuilds, when set, reports how many uv environments were built
 	// (engine.Environments().Builds), for the env cache metrics.
 	EnvBuilds func() int64
@@ -68,7 +71,9 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
-	ex      *admitted
+	adm     *admitted            // admission and metrics of sync runs
+	ex      executor.Executor    // what every front end here calls (adm, or admittedJobs)
+	jx      executor.JobExecutor // ex when the executor runs background jobs, else nil
 	m       *metrics
 	mcp     *mcp.Server
 	handler http.Handler
@@ -102,12 +107,18 @@ func NewServer(opts Options) (*Server, error) {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds)}
-	s.ex = &admitted{Executor: opts.Executor, m: s.m, limit: int64(max(opts.MaxInFlight, 0))}
+	s.adm = &admitted{Executor: opts.Executor, m: s.m, limit: int64(max(opts.MaxInFlight, 0))}
+	s.ex = s.adm
+	if jx, ok := opts.Executor.(executor.JobExecutor); ok {
+		w := &admittedJobs{JobExecutor: jx, a: s.adm}
+		s.ex, s.jx = w, w
+		s.m.watchJobs(jx)
+	}
 	// JSON escaping can double code that is full of quotes and newlines.
 	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
 	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger})
+	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget})
 	s.handler = s.routes()
 	return s, nil
 }
@@ -138,6 +149,9 @@ func (s *Server) routes() http.Handler {
 	handle("/metrics", "metrics", routeOpts{}, methods{http.MethodGet: s.handleMetrics})
 	handle("/openapi.json", "openapi", routeOpts{}, methods{http.MethodGet: s.handleOpenAPI})
 	handle("/mcp", "mcp", routeOpts{untracked: func(r *http.Request) bool { return r.Method == http.MethodGet }}, s.mcpHandler())
+	if s.jx != nil {
+		s.jobRoutes(handle)
+	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))
