@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,33 +39,7 @@ func TestTwoServers(t *testing.T) {
 	}
 	state := t.TempDir()
 
-	serve := asCLI("serve", "--listen", "127.0.0.1:0", "--state-dir", state)
-	serve.Dir = scripts
-	serve.Env = append(serve.Env, "PYEXEC_TOKEN=s3cret")
-	stderr, err := serve.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer serve.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var lines []string
-	url := ""
-	for url == "" && sc.Scan() {
-		lines = append(lines, sc.Text())
-		if m := regexp.MustCompile(`^\[READY\] .* on (http://[0-9.:]+) `).FindStringSubmatch(sc.Text()); m != nil {
-			url = m[1]
-		}
-	}
-	if url == "" {
-		t.Fatalf("no [READY] line: %q", lines)
-	}
-	go func() { // keep draining the server's log
-		for sc.Scan() {
-		}
-	}()
+	serve, url, lines := startServe(t, scripts, state)
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "[START] ") || lines[1] != "[DIR] Working directory: "+scripts {
 		t.Fatalf("startup lines %q", lines)
 	}
@@ -105,12 +80,104 @@ func TestTwoServers(t *testing.T) {
 		t.Fatalf("/health: %v %v", resp, err)
 	}
 
+	// A background job running at SIGTERM is recorded as failed, with its
+	// output kept: a restarted server (same state dir) reports it so.
+	id := startJob(t, url, "import sys, time\nsys.stdout.write(\"working\\n\")\nsys.stdout.flush()\ntime.sleep(60)")
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := serve.Wait(); err != nil {
 		t.Fatalf("serve after SIGTERM: %v", err)
 	}
+	serve, url, _ = startServe(t, scripts, state)
+	var job map[string]any
+	getJSON(t, url+"/v1/jobs/"+id, &job)
+	var chunk map[string]any
+	getJSON(t, url+"/v1/jobs/"+id+"/output", &chunk)
+	if job["status"] != "failed" || !strings.Contains(fmt.Sprint(job["error"]), "shut down") || chunk["stdout"] != "working\n" {
+		t.Fatalf("job after shutdown: %v, output %v", job, chunk)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	serve.Wait()
+}
+
+// startServe starts `pyexec serve` in dir on a free port and returns it,
+// its URL and its first stderr lines (up to [READY]).
+func startServe(t *testing.T, dir, state string) (*exec.Cmd, string, []string) {
+	t.Helper()
+	serve := asCLI("serve", "--listen", "127.0.0.1:0", "--state-dir", state)
+	serve.Dir = dir
+	serve.Env = append(serve.Env, "PYEXEC_TOKEN=s3cret")
+	stderr, err := serve.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	url := ""
+	for url == "" && sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := regexp.MustCompile(`^\[READY\] .* on (http://[0-9.:]+) `).FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("no [READY] line: %q", lines)
+	}
+	go func() { // keep draining the server's log
+		for sc.Scan() {
+		}
+	}()
+	return serve, url, lines
+}
+
+func authed(method, url, body string) *http.Request {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(authed("GET", url, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+}
+
+// startJob starts a background job and returns its id once it has printed
+// its first line (so it is surely running).
+func startJob(t *testing.T, url, code string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"code": code, "timeout": 120})
+	resp, err := http.DefaultClient.Do(authed("POST", url+"/v1/jobs", string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job map[string]any
+	json.NewDecoder(resp.Body).Decode(&job)
+	resp.Body.Close()
+	id, _ := job["job_id"].(string)
+	if resp.StatusCode != 202 || id == "" {
+		t.Fatalf("start job: %d %v", resp.StatusCode, job)
+	}
+	var chunk map[string]any
+	getJSON(t, url+"/v1/jobs/"+id+"/output?wait=30", &chunk)
+	if chunk["stdout"] != "working\n" {
+		t.Fatalf("job output %v", chunk)
+	}
+	return id
 }
 
 // TestMCPExecutorDown: with the execution server down, `pyexec mcp
