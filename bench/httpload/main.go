@@ -41,6 +41,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
+	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
@@ -88,7 +89,19 @@ func run(url, token, levelsFlag string, requests int, maxTime time.Duration, mod
 	if err != nil {
 		return err
 	}
-	local := executor.NewLocal(eng, "bench", 0)
+	plain := executor.NewLocal(eng, "bench", 0)
+	// As in `pyexec serve` and `pyexec mcp`: the executor has jobs, so sync
+	// tool calls go through the job manager's smart-async path.
+	jobsDir, err := os.MkdirTemp("", "httpload-jobs-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(jobsDir)
+	local, err := executor.OpenLocalJobs(ctx, plain, jobs.Config{StateDir: jobsDir, MaxConcurrent: 64, MaxQueue: 1000})
+	if err != nil {
+		return err
+	}
+	defer local.Close(context.Background())
 	def, err := eng.DefaultInterpreter(ctx)
 	if err != nil {
 		return err
