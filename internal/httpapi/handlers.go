@@ -240,7 +240,10 @@ func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunReq
 	o, err := s.jx.RunOrHandoff(r.Context(), req.Request, opts, progress)
 	var h *RunHandoff
 	if err == nil && o.Result == nil {
-		h = &RunHandoff{Job: o.Job, Output: *o.Output}
+		h = &RunHandoff{Job: o.Job}
+		if o.Output != nil {
+			h.Output = *o.Output
+		}
 		h.Job.Request = nil
 	}
 	switch {
