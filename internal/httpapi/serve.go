@@ -14,7 +14,7 @@ import (
 // (slow-loris safe), and idle keep-alive connections are closed.
 const (
 	defaultReadHeaderTimeout = 10 * time.Second
-	readTimeout              = 2 * time.Minute // whole request including a large body
+	defaultReadTimeout       = 2 * time.Minute // whole request including a large body
 	idleTimeout              = 2 * time.Minute
 	maxHeaderBytes           = 64 << 10
 	// DefaultShutdownGrace is how long running sync calls may finish after
@@ -27,7 +27,7 @@ func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		ReadTimeout:       readTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          nil,

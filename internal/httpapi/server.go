@@ -65,6 +65,9 @@ type Options struct {
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request headers (slow-loris protection; default 10 s).
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default
+	// 2 minutes). It does not limit how long a run may take.
+	ReadTimeout time.Duration
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -102,6 +105,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.ReadHeaderTimeout <= 0 {
 		opts.ReadHeaderTimeout = defaultReadHeaderTimeout
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = defaultReadTimeout
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout

@@ -143,3 +143,26 @@ func TestSlowHeadersAreCut(t *testing.T) {
 		break
 	}
 }
+
+// TestLongRunOutlivesReadTimeout: the read timeouts bound how a request
+// arrives, never how long its run takes.
+func TestLongRunOutlivesReadTimeout(t *testing.T) {
+	f := newFixture(t)
+	srv, err := httpapi.NewServer(httpapi.Options{Executor: f.local(t, nil), ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln, time.Second)
+	r := do(t, "POST", "http://"+ln.Addr().String()+"/v1/run", engine.Request{Code: "import time; time.sleep(1); print('still here')"})
+	var res engine.Result
+	r.json(t, &res)
+	if r.status != 200 || res.Stdout != "still here\n" {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
