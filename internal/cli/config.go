@@ -18,6 +18,7 @@ type engineFlags struct {
 	maxTimeout     float64
 	outputCap      int
 	maxWorkers     int
+	sandbox        sandboxFlags
 	deps           depsFlags // envs.go
 }
 
@@ -35,11 +36,18 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	f.sandbox.register(fs)
 	f.deps.register(fs)
 }
 
-func (f *engineFlags) config() engine.Config {
+func (f *engineFlags) config() (engine.Config, error) {
+	box, err := f.sandbox.settings()
+	if err != nil {
+		return engine.Config{}, err
+	}
 	return engine.Config{
+		Sandbox:        box,
+		RunAs:          f.sandbox.runAs,
 		Workspace:      f.workspace,
 		StateDir:       f.stateDir,
 		Python:         f.python,
@@ -48,11 +56,15 @@ func (f *engineFlags) config() engine.Config {
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
 		Deps:           f.deps.config(),
-	}
+	}, nil
 }
 
 func (f *engineFlags) executor() (*executor.Local, error) {
-	eng, err := engine.New(f.config())
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		return nil, err
 	}

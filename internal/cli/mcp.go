@@ -68,6 +68,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 			return 1
 		}
+		defer local.Engine().Close() // after the jobs: lets new environments finish sealing
 		cfg := local.Engine().Config()
 		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 		jx, err := jf.open(ctx, local, logger)

@@ -62,6 +62,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 1
 	}
+	defer ex.Engine().Close() // after the jobs: lets new environments finish sealing
 	cfg := ex.Engine().Config()
 	jx, err := jf.open(ctx, ex, logger)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
@@ -19,6 +20,7 @@ type Engine struct {
 	cfg     Config
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
+	caps    capsCache      // what the kernel can enforce (sandbox.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -36,6 +38,14 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{cfg: cfg, envs: envs}, nil
+}
+
+// Close waits for the engine's background work to finish: new dependency
+// environments are sealed (bytecode compiled, made read-only) after their
+// first run has started.
+func (e *Engine) Close() error {
+	e.envs.Wait()
+	return nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -88,16 +98,14 @@ type prepared struct {
 	uv       *envUse // the uv environment the run uses, or nil
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
+
+	sandbox      *sandbox.Spec
+	sandboxNotes []string
 }
 
 func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
-	switch {
-	case req.Code != "" && req.ScriptPath != "":
-		return nil, badRequest("code", "give either code or script_path, not both")
-	case req.Code == "" && req.ScriptPath == "":
-		return nil, badRequest("code", "give one of code (inline source) or script_path (a .py file in the workspace)")
-	case len(req.Code) > e.cfg.CodeLimit:
-		return nil, badRequest("code", "is %d bytes; the limit is %d bytes", len(req.Code), e.cfg.CodeLimit)
+	if err := e.checkSource(req); err != nil {
+		return nil, err
 	}
 	timeout, err := e.timeout(req.Timeout)
 	if err != nil {
@@ -146,6 +154,11 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		return nil, err
 	}
 	x.applyAfter(env)
+	box, boxNotes, err := e.sandboxFor(req, cwd, file, tmpDir, interp, env, x.PythonPath)
+	if err != nil {
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
 	argv := append([]string{interp.Path, "-u", file}, req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
@@ -155,6 +168,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
+		sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }
 

@@ -29,6 +29,7 @@ func newTestEngine(t *testing.T, mutate ...func(*Config)) (*Engine, string) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { e.Close() })
 	return e, e.Config().Workspace
 }
 
@@ -147,11 +148,11 @@ def spawn():
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:          # double fork: orphaned grandchild
-            print(f"pid:{os.getpid()}", flush=True)
+            sys.stdout.write(f"pid:{os.getpid()}\n")  # one write: lines never interleave
             time.sleep(1000)
         os._exit(0)
 spawn()
-print(f"pid:{os.getpid()}", flush=True)
+sys.stdout.write(f"pid:{os.getpid()}\n")
 `
 	t.Run("timeout", func(t *testing.T) {
 		res := run(t, e, Request{Code: daemon + "print('partial', flush=True)\ntime.sleep(1000)\n", Timeout: 1})
@@ -223,7 +224,7 @@ func TestRunCancelKillsTree(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := e.Run(ctx, Request{Code: "import os, time\nprint(f'pid:{os.getpid()}')\nprint('ready', flush=True)\ntime.sleep(1000)", Timeout: 60}, obs)
+		res, err := e.Run(ctx, Request{Code: "import os, time\nprint(f'pid:{os.getpid()}\\nready', flush=True)\ntime.sleep(1000)", Timeout: 60}, obs)
 		done <- outcome{res, err}
 	}()
 	<-obs.seen
@@ -453,13 +454,18 @@ func TestRejectedRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Run(context.Background(), tt.req, nil)
-			var re *RequestError
-			if !errors.As(err, &re) {
-				t.Fatalf("err = %v; want a RequestError", err)
-			}
-			if re.Field != tt.field || !strings.Contains(re.Message, tt.message) {
-				t.Fatalf("err = %q (field %q); want field %q and message containing %q", re.Error(), re.Field, tt.field, tt.message)
+			// Validate (used before queueing a job) and Run reject alike.
+			for name, err := range map[string]error{
+				"Run":      func() error { _, err := e.Run(context.Background(), tt.req, nil); return err }(),
+				"Validate": e.Validate(context.Background(), tt.req),
+			} {
+				var re *RequestError
+				if !errors.As(err, &re) {
+					t.Fatalf("%s: err = %v; want a RequestError", name, err)
+				}
+				if re.Field != tt.field || !strings.Contains(re.Message, tt.message) {
+					t.Fatalf("%s: err = %q (field %q); want field %q and message containing %q", name, re.Error(), re.Field, tt.field, tt.message)
+				}
 			}
 		})
 	}

@@ -58,6 +58,9 @@ var _ JobExecutor = (*LocalJobs)(nil)
 // l's engine. cfg.Run is set here. Close it to stop running jobs.
 func OpenLocalJobs(ctx context.Context, l *Local, cfg jobs.Config) (*LocalJobs, error) {
 	cfg.Run = l.runJob
+	if cfg.Validate == nil {
+		cfg.Validate = l.eng.Validate
+	}
 	m, err := jobs.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -185,6 +188,18 @@ func ScriptProgressText(p *jobs.Progress) string {
 		s += ": " + p.Message
 	}
 	return s
+}
+
+// Info implements Executor, adding the job limits.
+func (l *LocalJobs) Info(ctx context.Context) (Info, error) {
+	info, err := l.Local.Info(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	timeout, conc, queue := l.m.Limits()
+	info.Limits.JobTimeoutSeconds = timeout.Seconds()
+	info.Limits.MaxConcurrent, info.Limits.MaxQueue = conc, queue
+	return info, nil
 }
 
 // Start implements JobExecutor.

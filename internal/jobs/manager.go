@@ -197,6 +197,12 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// Limits reports the limits jobs are held to (defaults filled in): the
+// job time limit (0: none), concurrent runs and queued jobs.
+func (m *Manager) Limits() (jobTimeout time.Duration, maxConcurrent, maxQueue int) {
+	return max(m.cfg.JobTimeout, 0), m.cfg.MaxConcurrent, m.cfg.MaxQueue
+}
+
 // HelperDir is the directory holding the pyexec_progress module; runs that
 // should be able to report progress need it on PYTHONPATH.
 func (m *Manager) HelperDir() string { return m.helperDir }

@@ -131,6 +131,9 @@ func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in Ser
 	if err != nil {
 		return nil, executor.Info{}, err
 	}
+	if t.jobs != nil && t.jobs.budget > 0 {
+		info.Limits.SyncBudgetSeconds = t.jobs.budget.Seconds()
+	}
 	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
 }
 
