@@ -342,7 +342,7 @@ const (
 )
 
 const (
-	restCovered = "HTTP API of the execution server (pyexec serve): covered by the REST server's own tests, not by MCP"
+	restCovered = "the execution server's HTTP API: run against pyexec serve in TestSeedUVExecTwoServers (with the MCP front end reaching it through EXECUTION_SERVER_URL)"
 )
 
 func seedExamples() []seedExample {
