@@ -59,10 +59,13 @@ type Run struct {
 	dropCap bool
 	// privateShm: give the run its own /dev/shm in a mount namespace.
 	privateShm bool
-	applied    []string
-	skipped    []string
-	release    chan struct{}
-	started    bool
+	// reach: hidden ancestors of needed paths covered and the paths bound
+	// back, in that mount namespace (see reach.go).
+	reach   *reachPlan
+	applied []string
+	skipped []string
+	release chan struct{}
+	started bool
 }
 
 // Prepare checks the spec against what the kernel can do, creates the run's
@@ -109,9 +112,25 @@ func Prepare(spec Spec) (*Run, error) {
 			r.applied = append(r.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.mode, lim.MemoryBytes, lim.MaxProcs))
 		}
 	}
+	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 {
+		var rw []string
+		for _, d := range append([]string{r.spec.Workspace, r.spec.TmpDir}, r.spec.ReadWrite...) {
+			if d != "" {
+				rw = append(rw, d)
+			}
+		}
+		plan, err := planReach(r.spec.RunAs, r.spec.ReadOnly, rw)
+		if err != nil {
+			if ferr := r.runAsRoot("cannot plan the mount namespace binds: " + err.Error()); ferr != nil {
+				r.Close()
+				return nil, ferr
+			}
+		}
+		r.reach = plan
+	}
 	childUID := os.Geteuid()
-	if spec.RunAs != nil {
-		childUID = int(spec.RunAs.UID)
+	if r.spec.RunAs != nil {
+		childUID = int(r.spec.RunAs.UID)
 	}
 	// RLIMIT_NPROC counts every process of the uid on the machine, so it is
 	// only a fallback when there is no pids cgroup, and only for a dedicated
@@ -164,8 +183,8 @@ func Prepare(spec Spec) (*Run, error) {
 			}
 		}
 	}
-	if spec.RunAs != nil {
-		r.applied = append(r.applied, fmt.Sprintf("run as uid %d gid %d", spec.RunAs.UID, spec.RunAs.GID))
+	if r.spec.RunAs != nil {
+		r.applied = append(r.applied, fmt.Sprintf("run as uid %d gid %d", r.spec.RunAs.UID, r.spec.RunAs.GID))
 	} else if childUID == 0 && confine {
 		r.applied = append(r.applied, "run as root with an empty capability bounding set")
 	}
@@ -178,8 +197,8 @@ func Prepare(spec Spec) (*Run, error) {
 		// root run has no CAP_DAC_OVERRIDE either). A non-root server made
 		// it itself, so it already owns it.
 		uid, gid := os.Geteuid(), os.Getegid()
-		if spec.RunAs != nil {
-			uid, gid = int(spec.RunAs.UID), int(spec.RunAs.GID)
+		if r.spec.RunAs != nil {
+			uid, gid = int(r.spec.RunAs.UID), int(r.spec.RunAs.GID)
 		}
 		if err := os.Chown(spec.TmpDir, uid, gid); err != nil {
 			r.Close()
@@ -197,6 +216,24 @@ func Prepare(spec Spec) (*Run, error) {
 	}
 	r.skipped = append(r.skipped, missing...)
 	return r, nil
+}
+
+// runAsRoot falls back from the run-as user to root without capabilities
+// (today's behaviour when nobody cannot reach what the run needs), with a
+// note saying why, unless the policy demands the run-as user: then it
+// returns the error to fail closed.
+func (r *Run) runAsRoot(why string) error {
+	cred := r.spec.RunAs
+	if cred == nil {
+		return nil
+	}
+	if r.spec.RunAsRequired {
+		return fmt.Errorf("sandbox: run-as %s (uid %d) required but: %s", cred.Name, cred.UID, why)
+	}
+	r.spec.RunAs = nil
+	r.reach = nil
+	r.skipped = append(r.skipped, fmt.Sprintf("run as uid %d: ran as root without capabilities instead: %s", cred.UID, why))
+	return nil
 }
 
 // Start starts the confined process like syscall.ForkExec(path, argv, attr)
@@ -317,12 +354,44 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			r.skipped = append(r.skipped, "network namespace: "+err.Error()+": "+what)
 		}
 	}
+	var shmErr error
 	if r.privateShm {
-		if err := enterPrivateShm(r.spec.Limits.MemoryBytes); err != nil {
+		if shmErr = enterPrivateShm(r.spec.Limits.MemoryBytes); shmErr != nil {
 			// Optional: strict then simply has no /dev/shm (see planLandlock).
-			r.skipped = append(r.skipped, "private /dev/shm: "+err.Error())
+			r.skipped = append(r.skipped, "private /dev/shm: "+shmErr.Error())
 		} else {
 			r.applied = append(r.applied, "mount namespace with a private /dev/shm")
+		}
+	}
+	if r.reach != nil {
+		// Still in this thread's fresh mount namespace, before the
+		// capability drop, Landlock and seccomp take mounting away.
+		err := shmErr
+		switch {
+		case !r.privateShm:
+			err = errors.New("no private mount namespace")
+		case err == nil:
+			err = r.reach.apply()
+		}
+		if err == nil {
+			r.applied = append(r.applied, r.reach.desc())
+		} else {
+			// The plan undid its mounts: root (the owner) still reaches
+			// everything the run needs.
+			if ferr := r.runAsRoot("mount namespace binds failed: " + err.Error()); ferr != nil {
+				leaveCgroup()
+				return 0, ferr
+			}
+			if err := chownTmp(r.spec.TmpDir, os.Geteuid(), os.Getegid()); err != nil {
+				leaveCgroup()
+				return 0, fmt.Errorf("sandbox: give the tmp dir back to root: %w", err)
+			}
+			a.Sys.Credential = nil
+			for i, s := range r.applied {
+				if strings.HasPrefix(s, "run as uid ") {
+					r.applied[i] = "run as root with an empty capability bounding set"
+				}
+			}
 		}
 	}
 	if r.dropCap {

@@ -138,6 +138,11 @@ type RunAsChoice struct {
 	Cred *Credential `json:"cred,omitempty"`
 	// Notes explain downgrades and consequences (shown in results/doctor).
 	Notes []string `json:"notes,omitempty"`
+	// Hidden lists the ancestors of needed paths Cred cannot search (e.g.
+	// /root): each run covers them with a tmpfs in its private mount
+	// namespace and binds back only what it needs (see reach.go), so the
+	// rest of them is invisible to runs.
+	Hidden []string `json:"hidden,omitempty"`
 }
 
 // ChooseRunAs decides who runs Python. mode is RunAsAuto (""), RunAsNone,
@@ -170,15 +175,27 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 		}
 		return RunAsChoice{}, err
 	}
+	// With a private mount namespace, ancestors cred cannot search are
+	// replaced by a 0755 skeleton holding only the needed paths: then what
+	// counts is access to the needed paths themselves.
+	check := CheckAccess
+	var hidden []string
+	if ReachAvailable() {
+		roots := append([]string{workspace}, mustRead...)
+		check = func(c *Credential, p string, want uint32) error {
+			return checkBoundAccess(c, p, want, roots)
+		}
+		hidden = hiddenTops(cred, roots)
+	}
 	var unreachable []error
 	for _, p := range mustRead {
-		if err := CheckAccess(cred, p, AccessRead); err != nil {
+		if err := check(cred, p, AccessRead); err != nil {
 			unreachable = append(unreachable, err)
 		}
 	}
 	var wsErr error
 	if workspace != "" {
-		wsErr = CheckAccess(cred, workspace, AccessWrite|AccessExec)
+		wsErr = check(cred, workspace, AccessWrite|AccessExec)
 	}
 	if mode == RunAsAuto {
 		// The first problem is enough to act on; the rest usually repeat it.
@@ -192,12 +209,12 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 				"runs as root without capabilities, not as %s: %v (give %s access or set --run-as)",
 				name, first, name)}}, nil
 		}
-		return RunAsChoice{Cred: cred}, nil
+		return RunAsChoice{Cred: cred, Hidden: hidden}, nil
 	}
 	if err := errors.Join(unreachable...); err != nil {
 		return RunAsChoice{}, fmt.Errorf("sandbox: run-as %s cannot reach what runs need: %w (e.g. /root is 0700: use an interpreter outside it such as /usr/bin/python3)", name, err)
 	}
-	ch := RunAsChoice{Cred: cred}
+	ch := RunAsChoice{Cred: cred, Hidden: hidden}
 	if wsErr != nil {
 		ch.Notes = append(ch.Notes, fmt.Sprintf("workspace not writable by %s: %v; writes into it will fail with EACCES", name, wsErr))
 	}
