@@ -38,6 +38,9 @@ import (
 // whose rule fds, opened after the binds, land on the same inodes since a
 // bind mount shows the very same inode) and seccomp (which denies mount).
 
+// reachFailForTest makes apply fail after covering the tops (tests only).
+var reachFailForTest bool
+
 // reachBind is a needed path (symlinks resolved) bound back into a tmpfs.
 type reachBind struct {
 	Path string
@@ -289,6 +292,9 @@ func (p *reachPlan) mount() (mounted []string, err error) {
 			return mounted, fmt.Errorf("mount tmpfs on %s: %w", t, err)
 		}
 		mounted = append(mounted, t)
+	}
+	if reachFailForTest {
+		return mounted, errors.New("injected failure (test)")
 	}
 	for i, b := range p.Binds {
 		if !p.inBind(b.Path, i) {

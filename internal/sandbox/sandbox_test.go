@@ -112,8 +112,14 @@ func TestCheckAccess(t *testing.T) {
 	if os.Geteuid() == 0 && (ch.Cred != nil || len(ch.Notes) == 0) {
 		t.Errorf("auto with unwritable workspace: want root-without-caps and a note, got %+v", ch)
 	}
-	if os.Geteuid() == 0 {
-		if _, err := ChooseRunAs("nobody", "/tmp", []string{"/root/.pyenv/versions"}); err == nil {
+	if os.Geteuid() == 0 && err == nil && st.Mode().Perm()&0o001 == 0 {
+		ch, err := ChooseRunAs("nobody", "/tmp", []string{"/root/.pyenv/versions"})
+		switch {
+		case ReachAvailable() && err != nil:
+			t.Errorf("explicit nobody with an interpreter under /root and a mount namespace: %v", err)
+		case ReachAvailable() && (ch.Cred == nil || len(ch.Hidden) != 1 || ch.Hidden[0] != "/root"):
+			t.Errorf("explicit nobody, /root hidden: want nobody and Hidden [/root], got %+v", ch)
+		case !ReachAvailable() && err == nil:
 			t.Error("explicit nobody with an interpreter under /root: want an error")
 		}
 	}
