@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -230,4 +232,101 @@ func TestReachFallback(t *testing.T) {
 		t.Errorf("explicit run-as: want a closed failure, got start=%q out=%q", res.StartErr, res.Stdout)
 	}
 	noCgroupLeft(t)
+}
+
+// BenchmarkReachApply is the cost of the binds alone: a private mount
+// namespace (as every confined run of a root server gets) with and without
+// the reach plan of a run of a /root interpreter (prefix, code file, tmp dir).
+func BenchmarkReachApply(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	_, prefix := reachPython(&testing.T{})
+	base, err := os.MkdirTemp("/var/tmp", "pyexec-reach-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	home := filepath.Join(base, "home")
+	code := filepath.Join(home, "state", "code", "x.py")
+	tmp := filepath.Join(home, "state", "tmp", "run-1")
+	os.MkdirAll(filepath.Dir(code), 0o755)
+	os.MkdirAll(tmp, 0o755)
+	os.WriteFile(code, []byte("print(1)\n"), 0o644)
+	os.Chmod(home, 0o700)
+	plan, err := planReach(&Credential{UID: 65534, GID: 65534}, []string{prefix, code}, []string{tmp})
+	if err != nil || plan == nil {
+		b.Fatalf("plan %v %v", plan, err)
+	}
+	b.Run("shm-only", func(b *testing.B) {
+		benchThread(b, func() error { return enterPrivateShm(64 << 20) })
+	})
+	b.Run("shm+binds", func(b *testing.B) {
+		benchThread(b, func() error {
+			if err := enterPrivateShm(64 << 20); err != nil {
+				return err
+			}
+			return plan.apply()
+		})
+	})
+	b.Run("plan", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := planReach(&Credential{UID: 65534, GID: 65534}, []string{prefix, code}, []string{tmp}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRunReach runs a /root interpreter's `-S -c print(1)` through the
+// miniature launcher: as root (policy none; workspace as root without
+// capabilities, the old fallback) and as nobody with the binds.
+func BenchmarkRunReach(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	bin, prefix := reachPython(&testing.T{})
+	base, err := os.MkdirTemp("/var/tmp", "pyexec-reach-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o755)
+	ws := filepath.Join(base, "ws")
+	os.Mkdir(ws, 0o777)
+	os.Chmod(ws, 0o777)
+	home := filepath.Join(base, "home")
+	code := filepath.Join(home, "state", "code", "x.py")
+	os.MkdirAll(filepath.Dir(code), 0o755)
+	os.MkdirAll(filepath.Join(home, "state", "tmp"), 0o755)
+	os.WriteFile(code, []byte("print(1)\n"), 0o644)
+	os.Chmod(home, 0o700)
+	nobody, _ := LookupCredential("nobody")
+	for _, c := range []struct {
+		name string
+		p    Policy
+		as   *Credential
+	}{{"none-root", PolicyNone, nil}, {"workspace-root-nocaps", PolicyWorkspace, nil}, {"workspace-nobody-binds", PolicyWorkspace, nobody}, {"strict-nobody-binds", PolicyStrict, nobody}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				tmp, err := os.MkdirTemp(filepath.Join(home, "state", "tmp"), "run-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				spec := Spec{Settings: Settings{Policy: c.p}, Workspace: ws, TmpDir: tmp, RunAs: c.as,
+					ReadOnly: []string{prefix, code}, Hidden: []string{home},
+					RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), runCounter.Add(1))}
+				raw, _ := spec.Marshal()
+				rep := filepath.Join(base, "r.json")
+				cmd := exec.Command(os.Args[0], bin, "-S", code)
+				cmd.Env = append(os.Environ(), envLauncher+"=1", envSpec+"="+string(raw), envReport+"="+rep)
+				out, err := cmd.Output()
+				if err != nil || string(out) != "1\n" {
+					r, _ := os.ReadFile(rep)
+					b.Fatalf("%q %v %s", out, err, r)
+				}
+				os.RemoveAll(tmp)
+			}
+		})
+	}
 }
