@@ -207,6 +207,9 @@ func (e *Engine) RunAsPreview(ctx context.Context) string {
 			s += fmt.Sprintf("; %s not searchable by %s: each run sees only what it needs under it (bound into a private mount namespace), the rest (keys, tokens, other runs' files) is invisible",
 				strings.Join(choice.Hidden, ", "), choice.Cred.Name)
 		}
+		if choice.IdmappedWorkspace {
+			s += fmt.Sprintf("; the workspace (owned by uid %d) is mounted idmapped for runs: %s writes it as its owner, files stay uid %d's on disk", os.Geteuid(), choice.Cred.Name, os.Geteuid())
+		}
 		if len(choice.Notes) > 0 {
 			s += "; " + strings.Join(choice.Notes, "; ")
 		}

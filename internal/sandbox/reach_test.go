@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -328,5 +329,55 @@ func BenchmarkRunReach(b *testing.B) {
 				os.RemoveAll(tmp)
 			}
 		})
+	}
+}
+
+// A workspace owned by the server (root, 0755) is written by the nobody
+// run through an idmapped mount: root's files read as nobody's, new files
+// are root's on disk, other owners' files keep their permissions.
+func TestIdmappedWorkspace(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	ws := filepath.Join(e.base, "rootws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("root's"), 0o644)
+	os.WriteFile(filepath.Join(ws, "theirs.txt"), []byte("1234's"), 0o644)
+	os.Chown(filepath.Join(ws, "theirs.txt"), 1234, 1234)
+	if err := IdmapAvailable(e.nobody, ws); err != nil {
+		t.Skip("no idmapped mounts here: ", err)
+	}
+	for _, p := range []Policy{PolicyWorkspace, PolicyStrict} {
+		t.Run(string(p), func(t *testing.T) {
+			s := e.spec(p)
+			s.Workspace = ws
+			code := `
+import os
+print(os.getuid(), os.stat(".").st_uid, os.stat("mine.txt").st_uid)
+open("new-` + string(p) + `.txt", "w").write("new")
+open("mine.txt", "a").write("+")
+try:
+    open("theirs.txt", "a").write("+")
+    print("theirs writable")
+except PermissionError:
+    print("theirs denied")
+`
+			res := sandboxed(t, s, 20*time.Second, py(code)...)
+			if res.StartErr != "" || res.Exit != 0 {
+				t.Fatalf("start=%q exit=%d stderr=%s", res.StartErr, res.Exit, res.Stderr)
+			}
+			if res.Stdout != "65534 65534 65534\ntheirs denied\n" {
+				t.Errorf("stdout %q", res.Stdout)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(ws, "new-"+string(p)+".txt"), &st); err != nil || st.Uid != 0 {
+				t.Errorf("new file on disk: uid %d, %v", st.Uid, err)
+			}
+		})
+	}
+	ch, err := ChooseRunAs(RunAsAuto, ws, []string{python})
+	if err != nil || ch.Cred == nil || !ch.IdmappedWorkspace {
+		t.Errorf("auto with a root-owned workspace: %+v %v", ch, err)
 	}
 }

@@ -61,11 +61,14 @@ type Run struct {
 	privateShm bool
 	// reach: hidden ancestors of needed paths covered and the paths bound
 	// back, in that mount namespace (see reach.go).
-	reach   *reachPlan
-	applied []string
-	skipped []string
-	release chan struct{}
-	started bool
+	reach *reachPlan
+	// idmapUserns is the user namespace fd of the workspace idmapping
+	// (-1: the workspace is mounted as is; see idmap.go).
+	idmapUserns int
+	applied     []string
+	skipped     []string
+	release     chan struct{}
+	started     bool
 }
 
 // Prepare checks the spec against what the kernel can do, creates the run's
@@ -77,7 +80,7 @@ func Prepare(spec Spec) (*Run, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Run{spec: spec, release: make(chan struct{})}
+	r := &Run{spec: spec, release: make(chan struct{}), idmapUserns: -1}
 	r.spec.Limits = spec.Limits.WithDefaults()
 	confine := spec.Policy != PolicyNone
 	r.netDeny = spec.EffectiveNetwork() == NetworkDeny
@@ -127,6 +130,17 @@ func Prepare(spec Spec) (*Run, error) {
 			}
 		}
 		r.reach = plan
+		if r.spec.RunAs != nil && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
+			fd, err := usernsFD(r.spec.RunAs)
+			if err != nil {
+				if ferr := r.runAsRoot("workspace not writable and no idmapping: " + err.Error()); ferr != nil {
+					r.Close()
+					return nil, ferr
+				}
+			} else {
+				r.idmapUserns = fd
+			}
+		}
 	}
 	childUID := os.Geteuid()
 	if r.spec.RunAs != nil {
@@ -232,6 +246,10 @@ func (r *Run) runAsRoot(why string) error {
 	}
 	r.spec.RunAs = nil
 	r.reach = nil
+	if r.idmapUserns >= 0 {
+		unix.Close(r.idmapUserns)
+		r.idmapUserns = -1
+	}
 	r.skipped = append(r.skipped, fmt.Sprintf("run as uid %d: ran as root without capabilities instead: %s", cred.UID, why))
 	return nil
 }
@@ -363,19 +381,25 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			r.applied = append(r.applied, "mount namespace with a private /dev/shm")
 		}
 	}
-	if r.reach != nil {
+	if r.reach != nil || r.idmapUserns >= 0 {
 		// Still in this thread's fresh mount namespace, before the
 		// capability drop, Landlock and seccomp take mounting away.
 		err := shmErr
 		switch {
 		case !r.privateShm:
 			err = errors.New("no private mount namespace")
-		case err == nil:
+		case err == nil && r.reach != nil:
 			err = r.reach.apply()
+			if err == nil {
+				r.applied = append(r.applied, r.reach.desc())
+			}
 		}
-		if err == nil {
-			r.applied = append(r.applied, r.reach.desc())
-		} else {
+		if err == nil && r.idmapUserns >= 0 {
+			if err = idmapOver(r.spec.Workspace, r.idmapUserns); err == nil {
+				r.applied = append(r.applied, fmt.Sprintf("workspace idmapped: uid %d owns the server's files in it (created files are the server's on disk)", r.spec.RunAs.UID))
+			}
+		}
+		if err != nil {
 			// The plan undid its mounts: root (the owner) still reaches
 			// everything the run needs.
 			if ferr := r.runAsRoot("mount namespace binds failed: " + err.Error()); ferr != nil {
@@ -575,6 +599,10 @@ func (r *Run) Close() error {
 	case <-r.release:
 	default:
 		close(r.release)
+	}
+	if r.idmapUserns >= 0 {
+		unix.Close(r.idmapUserns)
+		r.idmapUserns = -1
 	}
 	if r.cg == nil {
 		return nil

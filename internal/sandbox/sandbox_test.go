@@ -105,7 +105,13 @@ func TestCheckAccess(t *testing.T) {
 			t.Errorf("/root (%v) reported reachable by nobody", st.Mode())
 		}
 	}
-	ch, err := ChooseRunAs(RunAsAuto, "/", []string{"/usr/bin/true"})
+	// A workspace of another user (not the server's: no idmapping) that
+	// nobody cannot write.
+	other := t.TempDir()
+	os.Chmod(filepath.Dir(other), 0o755)
+	os.Chown(other, 1234, 1234)
+	os.Chmod(other, 0o755)
+	ch, err := ChooseRunAs(RunAsAuto, other, []string{"/usr/bin/true"})
 	if err != nil {
 		t.Fatal(err)
 	}

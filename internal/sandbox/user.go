@@ -143,6 +143,9 @@ type RunAsChoice struct {
 	// namespace and binds back only what it needs (see reach.go), so the
 	// rest of them is invisible to runs.
 	Hidden []string `json:"hidden,omitempty"`
+	// IdmappedWorkspace: the workspace belongs to the server's uid and runs
+	// write it through an idmapped mount as its owner (see idmap.go).
+	IdmappedWorkspace bool `json:"idmapped_workspace,omitempty"`
 }
 
 // ChooseRunAs decides who runs Python. mode is RunAsAuto (""), RunAsNone,
@@ -194,8 +197,16 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 		}
 	}
 	var wsErr error
+	var idmapped bool
 	if workspace != "" {
 		wsErr = check(cred, workspace, AccessWrite|AccessExec)
+		// The operator's own workspace: an idmapped mount in the run's
+		// namespace lets the run uid write it as its owner (idmap.go).
+		if wsErr != nil && needsIdmap(cred, workspace) && check(cred, workspace, AccessExec) == nil {
+			if err := IdmapAvailable(cred, workspace); err == nil {
+				wsErr, idmapped = nil, true
+			}
+		}
 	}
 	if mode == RunAsAuto {
 		// The first problem is enough to act on; the rest usually repeat it.
@@ -209,12 +220,12 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 				"runs as root without capabilities, not as %s: %v (give %s access or set --run-as)",
 				name, first, name)}}, nil
 		}
-		return RunAsChoice{Cred: cred, Hidden: hidden}, nil
+		return RunAsChoice{Cred: cred, Hidden: hidden, IdmappedWorkspace: idmapped}, nil
 	}
 	if err := errors.Join(unreachable...); err != nil {
 		return RunAsChoice{}, fmt.Errorf("sandbox: run-as %s cannot reach what runs need: %w (e.g. /root is 0700: use an interpreter outside it such as /usr/bin/python3)", name, err)
 	}
-	ch := RunAsChoice{Cred: cred, Hidden: hidden}
+	ch := RunAsChoice{Cred: cred, Hidden: hidden, IdmappedWorkspace: idmapped}
 	if wsErr != nil {
 		ch.Notes = append(ch.Notes, fmt.Sprintf("workspace not writable by %s: %v; writes into it will fail with EACCES", name, wsErr))
 	}
