@@ -15,24 +15,37 @@ import (
 // RLIMIT_NPROC, may signal or ptrace the server, and can read every file.
 //
 // The trouble is ownership: an unprivileged uid cannot write a workspace
-// owned by root (and cannot even reach an interpreter under /root, which is
-// 0700 on these machines). pyexec never changes the operator's workspace
-// permissions behind their back. Instead:
+// owned by root, and cannot even reach an interpreter or a state dir under
+// /root, which is 0700 on these machines. pyexec never changes permissions
+// behind the operator's back. Instead, in the run's private mount namespace
+// (root server):
 //
-//   - RunAsAuto (the default): run as "nobody" when nobody can execute the
-//     interpreter and write the workspace; otherwise run as root WITHOUT
+//   - every needed path below an ancestor the run uid cannot search is
+//     bound back into a read-only tmpfs skeleton covering that ancestor
+//     (reach.go): the run reaches its interpreter, environment, code file,
+//     jobs helper and tmp dir, and nothing else of /root exists for it;
+//   - a workspace owned by the server's uid is mounted over itself with an
+//     idmapping (idmap.go): the run writes it as its owner, files stay the
+//     server's on disk.
+//
+// Modes:
+//
+//   - RunAsAuto (the default): run as "nobody" when, with the above, nobody
+//     can execute the interpreter and write the workspace; otherwise (or
+//     when the launcher cannot set the namespace up) run as root WITHOUT
 //     capabilities (empty bounding set: no CAP_KILL, CAP_SYS_ADMIN, raw
 //     sockets, module loading...) and say so in every result. Landlock's
 //     signal scoping, the pids cgroup and the filesystem rules still hold.
 //   - RunAsNone ("none"/"root"): always as the server's uid (capabilities
 //     dropped when root).
 //   - a user name or uid[:gid]: always as that user; fail closed if the
-//     interpreter is unreachable; warn if the workspace is not writable.
+//     interpreter is unreachable or the binds fail; warn if the workspace
+//     is not writable.
 //
 // The per-run temp dir is always made writable by chowning it (Prepare),
-// it belongs to the run anyway. To let nobody write a root-owned workspace,
-// the operator grants it: e.g. `setfacl -R -m u:nobody:rwX -m d:u:nobody:rwX WS`
-// or chgrp to nogroup with g+ws, or picks a dedicated uid owning WS.
+// it belongs to the run anyway. A workspace of another user that nobody
+// cannot write needs the operator's grant: e.g.
+// `setfacl -R -m u:nobody:rwX -m d:u:nobody:rwX WS`, or a dedicated uid.
 const (
 	RunAsAuto = "auto"
 	RunAsNone = "none"
