@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -63,13 +64,16 @@ func usernsFD(cred *Credential) (int, error) {
 // idmapOver mounts an idmapped clone of dir over dir (calling thread's
 // mount namespace, which must be private), read-write, nosuid, nodev.
 func idmapOver(dir string, userns int) error {
-	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	// Recursive: mounts below dir (binds, other filesystems) come along and
+	// are idmapped too; if one of them cannot be, the whole thing fails
+	// (and the run falls back) rather than hiding it.
+	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", dir, err)
 	}
 	defer unix.Close(tree)
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("idmap %s: %w", dir, err)
 	}
 	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
@@ -82,7 +86,8 @@ func idmapOver(dir string, userns int) error {
 // server's uid owns it with write+search: then an idmapped mount gives the
 // run the owner's access.
 func needsIdmap(cred *Credential, dir string) bool {
-	if cred == nil || cred.UID == 0 || dir == "" {
+	if cred == nil || cred.UID == 0 || dir == "" || filepath.Clean(dir) == "/" {
+		// "/" would take /proc, /dev and every other mount along.
 		return false
 	}
 	if modeAllows(cred, dir, AccessWrite|AccessExec) == nil {

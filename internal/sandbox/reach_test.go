@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // hiddenFixture is a 0700 root-owned directory (like /root) under /var/tmp
@@ -380,4 +382,40 @@ except PermissionError:
 	if err != nil || ch.Cred == nil || !ch.IdmappedWorkspace {
 		t.Errorf("auto with a root-owned workspace: %+v %v", ch, err)
 	}
+}
+
+// BenchmarkIdmapWorkspace is the cost of the idmapped workspace alone: the
+// user namespace (a short-lived sleep) and the idmapped mount.
+func BenchmarkIdmapWorkspace(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	ws, err := os.MkdirTemp("/var/tmp", "pyexec-idmap-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(ws)
+	nobody := &Credential{UID: 65534, GID: 65534}
+	b.Run("userns", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			fd, err := usernsFD(nobody)
+			if err != nil {
+				b.Fatal(err)
+			}
+			unix.Close(fd)
+		}
+	})
+	fd, err := usernsFD(nobody)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fd)
+	b.Run("mount", func(b *testing.B) {
+		benchThread(b, func() error {
+			if err := enterPrivateShm(1 << 20); err != nil {
+				return err
+			}
+			return idmapOver(ws, fd)
+		})
+	})
 }

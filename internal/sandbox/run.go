@@ -65,6 +65,7 @@ type Run struct {
 	// idmapUserns is the user namespace fd of the workspace idmapping
 	// (-1: the workspace is mounted as is; see idmap.go).
 	idmapUserns int
+	idmapCh     chan idmapResult
 	applied     []string
 	skipped     []string
 	release     chan struct{}
@@ -115,6 +116,16 @@ func Prepare(spec Spec) (*Run, error) {
 			r.applied = append(r.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.mode, lim.MemoryBytes, lim.MaxProcs))
 		}
 	}
+	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
+		// The idmapping's user namespace takes a short-lived process
+		// (~1 ms): made while the cgroup and Landlock plan are prepared,
+		// collected by Start.
+		r.idmapCh = make(chan idmapResult, 1)
+		go func(cred *Credential) {
+			fd, err := usernsFD(cred)
+			r.idmapCh <- idmapResult{fd, err}
+		}(r.spec.RunAs)
+	}
 	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 {
 		var rw []string
 		for _, d := range append([]string{r.spec.Workspace, r.spec.TmpDir}, r.spec.ReadWrite...) {
@@ -130,17 +141,6 @@ func Prepare(spec Spec) (*Run, error) {
 			}
 		}
 		r.reach = plan
-		if r.spec.RunAs != nil && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
-			fd, err := usernsFD(r.spec.RunAs)
-			if err != nil {
-				if ferr := r.runAsRoot("workspace not writable and no idmapping: " + err.Error()); ferr != nil {
-					r.Close()
-					return nil, ferr
-				}
-			} else {
-				r.idmapUserns = fd
-			}
-		}
 	}
 	childUID := os.Geteuid()
 	if r.spec.RunAs != nil {
@@ -254,6 +254,41 @@ func (r *Run) runAsRoot(why string) error {
 	return nil
 }
 
+type idmapResult struct {
+	fd  int
+	err error
+}
+
+// collectIdmap waits for the idmapping's user namespace started by Prepare;
+// without it, the run falls back to root (or fails when run-as is required).
+func (r *Run) collectIdmap() error {
+	if r.idmapCh == nil {
+		return nil
+	}
+	res := <-r.idmapCh
+	r.idmapCh = nil
+	if res.err == nil && r.spec.RunAs != nil {
+		r.idmapUserns = res.fd
+		return nil
+	}
+	if res.err == nil {
+		unix.Close(res.fd)
+		return nil
+	}
+	if err := r.runAsRoot("workspace not writable and no idmapping: " + res.err.Error()); err != nil {
+		return err
+	}
+	if err := chownTmp(r.spec.TmpDir, os.Geteuid(), os.Getegid()); err != nil {
+		return fmt.Errorf("sandbox: give the tmp dir back to root: %w", err)
+	}
+	for i, s := range r.applied {
+		if strings.HasPrefix(s, "run as uid ") {
+			r.applied[i] = "run as root with an empty capability bounding set"
+		}
+	}
+	return nil
+}
+
 // Start starts the confined process like syscall.ForkExec(path, argv, attr)
 // and returns its pid. attr.Sys may carry the launcher's own settings
 // (Setpgid, Pdeathsig, Setsid...); Start adds Credential, Cloneflags and
@@ -281,6 +316,9 @@ func (r *Run) Start(path string, argv []string, attr *syscall.ProcAttr) (int, er
 		sys = &cp
 	}
 	a.Sys = sys
+	if err := r.collectIdmap(); err != nil {
+		return 0, err
+	}
 	if r.spec.RunAs != nil {
 		sys.Credential = &syscall.Credential{Uid: r.spec.RunAs.UID, Gid: r.spec.RunAs.GID, Groups: []uint32{}}
 	}
@@ -599,6 +637,12 @@ func (r *Run) Close() error {
 	case <-r.release:
 	default:
 		close(r.release)
+	}
+	if r.idmapCh != nil {
+		if res := <-r.idmapCh; res.err == nil {
+			unix.Close(res.fd)
+		}
+		r.idmapCh = nil
 	}
 	if r.idmapUserns >= 0 {
 		unix.Close(r.idmapUserns)
