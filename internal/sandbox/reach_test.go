@@ -305,18 +305,23 @@ func BenchmarkRunReach(b *testing.B) {
 	os.WriteFile(code, []byte("print(1)\n"), 0o644)
 	os.Chmod(home, 0o700)
 	nobody, _ := LookupCredential("nobody")
+	rootWS := filepath.Join(base, "rootws") // root's 0755: idmapped for nobody
+	os.Mkdir(rootWS, 0o755)
 	for _, c := range []struct {
 		name string
 		p    Policy
 		as   *Credential
-	}{{"none-root", PolicyNone, nil}, {"workspace-root-nocaps", PolicyWorkspace, nil}, {"workspace-nobody-binds", PolicyWorkspace, nobody}, {"strict-nobody-binds", PolicyStrict, nobody}} {
+		ws   string
+	}{{"none-root", PolicyNone, nil, ws}, {"workspace-root-nocaps", PolicyWorkspace, nil, ws},
+		{"workspace-nobody-binds", PolicyWorkspace, nobody, ws}, {"workspace-nobody-binds-idmap", PolicyWorkspace, nobody, rootWS},
+		{"strict-nobody-binds-idmap", PolicyStrict, nobody, rootWS}} {
 		b.Run(c.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				tmp, err := os.MkdirTemp(filepath.Join(home, "state", "tmp"), "run-")
 				if err != nil {
 					b.Fatal(err)
 				}
-				spec := Spec{Settings: Settings{Policy: c.p}, Workspace: ws, TmpDir: tmp, RunAs: c.as,
+				spec := Spec{Settings: Settings{Policy: c.p}, Workspace: c.ws, TmpDir: tmp, RunAs: c.as,
 					ReadOnly: []string{prefix, code}, Hidden: []string{home},
 					RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), runCounter.Add(1))}
 				raw, _ := spec.Marshal()
