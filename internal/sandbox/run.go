@@ -296,7 +296,10 @@ func (r *Run) collectIdmap() error {
 //
 // The fork happens from a dedicated locked OS thread that, in this order,
 // joins the run's v1 cgroups, enters the empty network namespace, enters a
-// mount namespace with a private /dev/shm, drops its capability bounding
+// mount namespace with a private /dev/shm (where, for a run-as uid, needed
+// paths below unsearchable dirs such as /root are bound back into a tmpfs
+// skeleton and a server-owned workspace is idmapped: reach.go, idmap.go),
+// drops its capability bounding
 // set, sets no_new_privs and enforces Landlock, starts the PID namespace's
 // placeholder init, and installs the seccomp filter: all per-thread state
 // the child inherits. (Namespaces and mounts need privileges Landlock and
