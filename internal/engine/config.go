@@ -41,6 +41,9 @@ type Config struct {
 	// Launcher is the binary re-executed as the per-run launcher; default
 	// /proc/self/exe (see package launcher).
 	Launcher string
+
+	// Warm configures warm interpreters (pool.go); zero: off.
+	Warm WarmConfig
 }
 
 func (c *Config) setDefaults() error {

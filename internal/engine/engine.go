@@ -16,6 +16,7 @@ import (
 type Engine struct {
 	cfg     Config
 	interps interpreters
+	warm    *warmPool // nil when warm interpreters are off
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -28,7 +29,9 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
 	}
-	return &Engine{cfg: cfg}, nil
+	e := &Engine{cfg: cfg}
+	e.warm = newWarmPool(e)
+	return e, nil
 }
 
 // Config returns the effective configuration (defaults filled in).

@@ -1,0 +1,780 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	_ "embed"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/launcher"
+)
+
+// Warm interpreters.
+//
+// A cold run pays a whole interpreter start (15-80 ms here, most of it site
+// and .pth imports) before the first line of the script. The warm path pays
+// it once per interpreter: a fork server ("zygote", driver.py) is started
+// through the ordinary launcher, imports what a start imports (plus
+// --preload modules), and keeps Spares runs pre-forked. A pre-forked run is a
+// supervisor S (process group leader, child subreaper: the warm path's
+// per-run launcher) and its child G, which waits on the control socket for
+// one request. The server hands G the request and the run's pipes
+// (SCM_RIGHTS); G becomes `python -u FILE ARGS...` in the request's cwd and
+// environment and runs the file as __main__; S reports "started" and "exit"
+// with the tree's rusage on the run's status pipe, exactly as the launcher
+// does. No fork sits on the request's path: the zygote forks the next spare
+// pair while the run goes on.
+//
+// Why a fork server and not pre-started interpreters: a pool entry started
+// from scratch costs a full interpreter start of CPU to refill, so under a
+// sequential stream of requests it can be no faster than cold for long; a
+// fork costs about a millisecond.
+//
+// A run uses the warm path only when a cold start would be identical:
+// argv is exactly [interpreter, -u, FILE, ARGS...], no variable read at
+// interpreter startup (PYTHON*, LANG, LC_*, HOME, LD_*, MALLOC_*, ...)
+// differs from the zygote's, and no string holds a NUL. Everything else runs
+// cold, and so does a request that finds no ready zygote (one is started in
+// the background for next time).
+
+//go:embed driver.py
+var driverSource []byte
+
+// WarmConfig configures warm interpreters.
+type WarmConfig struct {
+	// Spares is how many runs each warm interpreter keeps pre-forked and
+	// ready; 0 disables warm interpreters (every run starts cold).
+	Spares int
+	// Preload lists modules each warm interpreter imports before it forks
+	// (e.g. numpy,pandas): runs find them imported.
+	Preload []string
+	// MaxInterpreters bounds how many warm interpreters (one per
+	// interpreter path) are kept; the least recently used is retired.
+	// Default 4.
+	MaxInterpreters int
+	// IdleTimeout retires a warm interpreter unused for this long.
+	// Default 10 minutes.
+	IdleTimeout time.Duration
+
+	// wait makes a run wait for its warm interpreter to be ready instead of
+	// running cold meanwhile (tests use it to exercise the warm path).
+	wait bool
+}
+
+// WarmStats counts how runs were started.
+type WarmStats struct {
+	Warm        uint64            `json:"warm"`
+	Cold        uint64            `json:"cold"`
+	ColdReasons map[string]uint64 `json:"cold_reasons,omitempty"`
+	Zygotes     int               `json:"zygotes"`
+}
+
+// runProcess is a started run: a launcher, or a warm supervisor.
+type runProcess interface {
+	Done() <-chan struct{}
+	Terminate()
+	Wait() (launcher.Event, error)
+}
+
+// startProcess starts p warm when it can, cold otherwise.
+func (e *Engine) startProcess(p *prepared, opts launcher.Options) (runProcess, error) {
+	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace}
+	if e.warm != nil {
+		if r := e.warm.start(p, opts); r != nil {
+			return r, nil
+		}
+	}
+	proc, err := launcher.Start(spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	return proc, nil
+}
+
+// Close stops the warm interpreters (runs still in flight on them are
+// killed). The engine must not be used afterwards.
+func (e *Engine) Close() error {
+	if e.warm != nil {
+		e.warm.close()
+	}
+	return nil
+}
+
+// WarmStats reports how runs were started so far.
+func (e *Engine) WarmStats() WarmStats {
+	if e.warm == nil {
+		return WarmStats{}
+	}
+	return e.warm.statsSnapshot()
+}
+
+// warmPool holds the zygotes, one per interpreter path.
+type warmPool struct {
+	e   *Engine
+	cfg WarmConfig
+
+	mu       sync.Mutex
+	zs       map[string]*zygote
+	failedAt map[string]time.Time
+	closed   bool
+	bg       sync.WaitGroup
+	quit     chan struct{}
+
+	driverOnce sync.Once
+	driverPath string
+	driverErr  error
+
+	warmRuns, coldRuns atomic.Uint64
+	reasonsMu          sync.Mutex
+	reasons            map[string]uint64
+}
+
+// forcedWarm, when set (by tests), is the warm configuration of every engine
+// whose Config leaves Warm zero; engines made that way are tracked so the
+// test binary can close them.
+var (
+	forcedWarm    *WarmConfig
+	forcedMu      sync.Mutex
+	forcedEngines []*Engine
+)
+
+const retryAfterFailure = 30 * time.Second
+
+func newWarmPool(e *Engine) *warmPool {
+	cfg := e.cfg.Warm
+	if cfg.Spares <= 0 && forcedWarm != nil && len(cfg.Preload) == 0 && cfg.MaxInterpreters == 0 {
+		cfg = *forcedWarm
+		forcedMu.Lock()
+		forcedEngines = append(forcedEngines, e)
+		forcedMu.Unlock()
+	}
+	if cfg.Spares <= 0 {
+		return nil
+	}
+	if cfg.MaxInterpreters <= 0 {
+		cfg.MaxInterpreters = 4
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	w := &warmPool{e: e, cfg: cfg, zs: map[string]*zygote{}, failedAt: map[string]time.Time{},
+		quit: make(chan struct{}), reasons: map[string]uint64{}}
+	w.bg.Add(1)
+	go w.janitor()
+	// Warm the default interpreter right away: the first request should
+	// already find it ready.
+	w.bg.Add(1)
+	go func() {
+		defer w.bg.Done()
+		interp, err := e.defaultInterpreter(context.Background())
+		if err != nil {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.closed && w.zs[interp.Path] == nil && eligibleVersion(interp.Version) {
+			w.startLocked(interp)
+		}
+	}()
+	return w
+}
+
+func (w *warmPool) cold(reason string) *warmRun {
+	w.coldRuns.Add(1)
+	w.reasonsMu.Lock()
+	w.reasons[reason]++
+	w.reasonsMu.Unlock()
+	return nil
+}
+
+func (w *warmPool) statsSnapshot() WarmStats {
+	s := WarmStats{Warm: w.warmRuns.Load(), Cold: w.coldRuns.Load(), ColdReasons: map[string]uint64{}}
+	w.reasonsMu.Lock()
+	for k, v := range w.reasons {
+		s.ColdReasons[k] = v
+	}
+	w.reasonsMu.Unlock()
+	w.mu.Lock()
+	s.Zygotes = len(w.zs)
+	w.mu.Unlock()
+	return s
+}
+
+// start runs p on a warm interpreter, or returns nil to have it run cold.
+func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
+	if reason := warmIneligible(p); reason != "" {
+		return w.cold(reason)
+	}
+	z, reason := w.acquire(p)
+	if z == nil {
+		return w.cold(reason)
+	}
+	r, err := z.start(p, opts, w.e.cfg.KillGrace)
+	if err != nil {
+		// The zygote is gone (or going): retire it and run cold; a new one
+		// starts with the next request.
+		w.retire(z)
+		return w.cold("warm interpreter lost")
+	}
+	w.warmRuns.Add(1)
+	return r
+}
+
+// warmIneligible says why p cannot run warm ("" when it can).
+func warmIneligible(p *prepared) string {
+	if len(p.argv) < 3 || p.argv[0] != p.interp.Path || p.argv[1] != "-u" {
+		return "interpreter options"
+	}
+	if !eligibleVersion(p.interp.Version) {
+		return "python older than 3.8"
+	}
+	size := len(p.dir)
+	for _, s := range p.argv {
+		size += len(s) + 1
+		if strings.IndexByte(s, 0) >= 0 {
+			return "NUL in argv"
+		}
+	}
+	for _, s := range p.env {
+		size += len(s) + 1
+		if strings.IndexByte(s, 0) >= 0 {
+			return "NUL in env"
+		}
+	}
+	if size > maxWarmRequest {
+		return "request too large"
+	}
+	return ""
+}
+
+// maxWarmRequest keeps a request within one control message.
+const maxWarmRequest = 96 << 10
+
+func eligibleVersion(v string) bool {
+	return compareVersions(v, "3.8") >= 0
+}
+
+// startupVar reports whether the interpreter (or a library it loads at
+// startup) reads the variable once at startup, so that a run needing a
+// different value cannot reuse an interpreter started with another.
+func startupVar(k string) bool {
+	switch k {
+	case "HOME", "LANG", "LANGUAGE", "GLIBC_TUNABLES", "TZDIR":
+		return true
+	}
+	for _, p := range []string{"PYTHON", "LC_", "LD_", "MALLOC_", "OMP_", "OPENBLAS_", "MKL_"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func startupEnv(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if startupVar(k) {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func sameStartupEnv(want map[string]string, env []string) bool {
+	n := 0
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if !startupVar(k) {
+			continue
+		}
+		n++
+		if w, ok := want[k]; !ok || w != v {
+			return false
+		}
+	}
+	return n == len(want)
+}
+
+// acquire finds the ready zygote for p's interpreter, starting one when
+// there is none.
+func (w *warmPool) acquire(p *prepared) (*zygote, string) {
+	key := p.interp.Path
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, "engine closed"
+	}
+	z := w.zs[key]
+	if z == nil {
+		if t, ok := w.failedAt[key]; ok && time.Since(t) < retryAfterFailure {
+			w.mu.Unlock()
+			return nil, "warm interpreter failed"
+		}
+		z = w.startLocked(p.interp)
+	}
+	w.mu.Unlock()
+	if z == nil {
+		return nil, "warm interpreter failed"
+	}
+
+	if w.cfg.wait {
+		select {
+		case <-z.ready:
+		case <-z.dead:
+		}
+	}
+	select {
+	case <-z.ready:
+	default:
+		return nil, "warm interpreter starting"
+	}
+	if z.err != nil {
+		return nil, "warm interpreter failed"
+	}
+	if !sameStartupEnv(z.startupEnv, p.env) {
+		return nil, "startup environment differs"
+	}
+	if z.stale() {
+		w.retire(z)
+		if w.cfg.wait {
+			return w.acquire(p)
+		}
+		return nil, "site-packages changed"
+	}
+	z.lastUsed.Store(time.Now().UnixNano())
+	return z, ""
+}
+
+// startLocked starts a zygote for interp in the background (w.mu held).
+func (w *warmPool) startLocked(interp Interpreter) *zygote {
+	w.driverOnce.Do(func() { w.driverPath, w.driverErr = w.writeDriver() })
+	if w.driverErr != nil {
+		w.failedAt[interp.Path] = time.Now()
+		return nil
+	}
+	// Make room: retire the least recently used.
+	for len(w.zs) >= w.cfg.MaxInterpreters {
+		var lru *zygote
+		for _, z := range w.zs {
+			if lru == nil || z.lastUsed.Load() < lru.lastUsed.Load() {
+				lru = z
+			}
+		}
+		w.retireLocked(lru)
+	}
+	z, err := w.spawn(interp)
+	if err != nil {
+		w.failedAt[interp.Path] = time.Now()
+		return nil
+	}
+	w.zs[interp.Path] = z
+	delete(w.failedAt, interp.Path)
+	w.bg.Add(1)
+	go func() {
+		defer w.bg.Done()
+		<-z.dead
+		w.mu.Lock()
+		if w.zs[z.key] == z {
+			delete(w.zs, z.key)
+			if z.err != nil {
+				w.failedAt[z.key] = time.Now()
+			}
+		}
+		w.mu.Unlock()
+	}()
+	return z
+}
+
+// writeDriver stores the embedded driver under the state dir, named by its
+// content hash.
+func (w *warmPool) writeDriver() (string, error) {
+	dir := filepath.Join(w.e.cfg.StateDir, "warm")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(driverSource)
+	path := filepath.Join(dir, "driver-"+hex.EncodeToString(sum[:8])+".py")
+	if data, err := os.ReadFile(path); err == nil && bytes.Equal(data, driverSource) {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".driver-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(driverSource)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o644), os.Rename(tmp.Name(), path)); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
+}
+
+func (w *warmPool) retire(z *zygote) {
+	w.mu.Lock()
+	w.retireLocked(z)
+	w.mu.Unlock()
+}
+
+// retireLocked takes z out of service. Closing the control socket lets the
+// zygote finish the runs it has in flight and exit.
+func (w *warmPool) retireLocked(z *zygote) {
+	if w.zs[z.key] == z {
+		delete(w.zs, z.key)
+	}
+	z.conn.Close()
+}
+
+func (w *warmPool) janitor() {
+	defer w.bg.Done()
+	t := time.NewTicker(min(w.cfg.IdleTimeout/2, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-t.C:
+			cutoff := time.Now().Add(-w.cfg.IdleTimeout).UnixNano()
+			w.mu.Lock()
+			for _, z := range w.zs {
+				if z.lastUsed.Load() < cutoff {
+					w.retireLocked(z)
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+func (w *warmPool) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	close(w.quit)
+	zs := make([]*zygote, 0, len(w.zs))
+	for _, z := range w.zs {
+		zs = append(zs, z)
+	}
+	w.mu.Unlock()
+	for _, z := range zs {
+		z.conn.Close()
+		z.proc.Terminate()
+	}
+	w.bg.Wait() // includes every zygote's exit
+}
+
+// zygote is one running fork server.
+type zygote struct {
+	key        string
+	conn       *net.UnixConn // our end of the control socket
+	proc       *launcher.Process
+	startupEnv map[string]string
+	tmpDir     string
+
+	ready     chan struct{} // closed when READY or FAIL arrived (or it died first)
+	readyOnce sync.Once
+	err       error // why it failed, set before ready is closed
+	dead  chan struct{} // closed when its whole tree is gone
+	paths []pathStamp   // its sys.path directories, to notice installs
+	log   *capture      // its own stdout/stderr (driver errors)
+
+	lastUsed atomic.Int64
+}
+
+type pathStamp struct {
+	path    string
+	modTime time.Time
+}
+
+func (w *warmPool) spawn(interp Interpreter) (*zygote, error) {
+	e := w.e
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "warm-ctl"), os.NewFile(uintptr(fds[1]), "warm-ctl-child")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+	logR, logW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer logW.Close()
+	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "warm-")
+	if err != nil {
+		conn.Close()
+		logR.Close()
+		return nil, err
+	}
+	env := e.baseEnv(interp, StrategySystem, tmpDir).list()
+	z := &zygote{
+		key: interp.Path, conn: conn, startupEnv: startupEnv(env), tmpDir: tmpDir,
+		ready: make(chan struct{}), dead: make(chan struct{}), log: newCapture(8 << 10),
+	}
+	z.lastUsed.Store(time.Now().UnixNano())
+	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(w.cfg.Spares), strings.Join(w.cfg.Preload, ",")}
+	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: env, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace},
+		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW})
+	if err != nil {
+		conn.Close()
+		logR.Close()
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
+	z.proc = proc
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		_, _ = io.Copy(z.log, logR)
+		logR.Close()
+	}()
+	go z.awaitReady()
+	go func() {
+		ev, err := proc.Wait()
+		<-logDone
+		if err == nil && ev.ExitCode != 0 {
+			err = fmt.Errorf("warm interpreter exited with status %d", ev.ExitCode)
+		}
+		z.fail(err)
+		conn.Close()
+		os.RemoveAll(tmpDir)
+		close(z.dead)
+	}()
+	return z, nil
+}
+
+var errZygoteGone = errors.New("warm interpreter exited before it was ready")
+
+// fail records why the zygote cannot serve, if it never became ready.
+func (z *zygote) fail(err error) {
+	z.readyOnce.Do(func() {
+		if err == nil {
+			err = errZygoteGone
+		}
+		if out, _ := z.log.Text(); out != "" {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(out))
+		}
+		z.err = err
+		close(z.ready)
+	})
+}
+
+// awaitReady reads the zygote's one message: READY and its sys.path, or
+// FAIL and why.
+func (z *zygote) awaitReady() {
+	buf := make([]byte, 64<<10)
+	n, _, _, _, err := z.conn.ReadMsgUnix(buf, nil)
+	if err != nil || n == 0 {
+		return // it died; the exit path reports why
+	}
+	fields := strings.Split(string(buf[:n]), "\x00")
+	switch fields[0] {
+	case "READY":
+		for _, p := range fields[1:] {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				z.paths = append(z.paths, pathStamp{p, fi.ModTime()})
+			}
+		}
+		z.readyOnce.Do(func() { close(z.ready) })
+	case "FAIL":
+		z.fail(errors.New(strings.Join(fields[1:], " ")))
+		z.proc.Terminate()
+	}
+}
+
+// stale reports whether a directory on the zygote's sys.path changed since
+// it started (a package was installed or removed): its imports and .pth
+// processing could differ from a fresh start's.
+func (z *zygote) stale() bool {
+	for _, s := range z.paths {
+		fi, err := os.Stat(s.path)
+		if err != nil || !fi.ModTime().Equal(s.modTime) {
+			return true
+		}
+	}
+	return false
+}
+
+// start hands p to one of the zygote's spare runs.
+func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration) (*warmRun, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statusW.Close()
+	stdin := opts.Stdin
+	if stdin == nil {
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			statusR.Close()
+			return nil, err
+		}
+		defer devnull.Close()
+		stdin = devnull
+	}
+	// Fd puts the files in blocking mode, which is what the run expects.
+	rights := unix.UnixRights(int(stdin.Fd()), int(opts.Stdout.Fd()), int(opts.Stderr.Fd()), int(statusW.Fd()))
+	_, _, err = z.conn.WriteMsgUnix(encodeRequest(p, grace), rights, nil)
+	if err != nil {
+		statusR.Close()
+		return nil, err
+	}
+	statusW.Close()
+
+	r := &warmRun{done: make(chan struct{}), grace: grace, pidfd: -1}
+	br := bufio.NewReader(statusR)
+	var first warmEvent
+	line, err := br.ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &first) != nil || first.Kind != launcher.EventStarted {
+		// Nobody took it (the zygote died with the request queued): the
+		// message and its files are gone, and nothing ran.
+		statusR.Close()
+		return nil, fmt.Errorf("warm interpreter did not start the run")
+	}
+	r.spid = first.Supervisor
+	if fd, err := unix.PidfdOpen(r.spid, 0); err == nil {
+		r.pidfd = fd
+	}
+	if opts.OnStart != nil {
+		opts.OnStart(first.PID)
+	}
+	go r.readStatus(statusR, br)
+	return r, nil
+}
+
+// encodeRequest is the RUN message (see driver.py).
+func encodeRequest(p *prepared, grace time.Duration) []byte {
+	fields := []string{"RUN", p.dir, p.argv[2], strconv.FormatInt(grace.Milliseconds(), 10)}
+	args := p.argv[3:]
+	fields = append(fields, strconv.Itoa(len(args)))
+	fields = append(fields, args...)
+	fields = append(fields, strconv.Itoa(len(p.env)))
+	fields = append(fields, p.env...)
+	return []byte(strings.Join(fields, "\x00"))
+}
+
+type warmEvent struct {
+	launcher.Event
+	Supervisor int `json:"supervisor,omitempty"`
+}
+
+// warmRun is a run on a warm interpreter, seen from the server; it behaves
+// as a launcher.Process.
+type warmRun struct {
+	spid  int // the supervisor: process group leader of the run
+	grace time.Duration
+
+	mu    sync.Mutex
+	pidfd int // of the supervisor, -1 once the run is over
+
+	done     chan struct{}
+	final    launcher.Event
+	gotFinal bool
+	startErr *launcher.Event
+	killed   atomic.Bool
+
+	termOnce sync.Once
+}
+
+func (r *warmRun) readStatus(f *os.File, br *bufio.Reader) {
+	defer close(r.done)
+	defer f.Close()
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			var ev warmEvent
+			if json.Unmarshal(line, &ev) == nil {
+				switch ev.Kind {
+				case launcher.EventError:
+					e := ev.Event
+					r.startErr = &e
+				case launcher.EventExit:
+					r.final, r.gotFinal = ev.Event, true
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.mu.Lock()
+	if r.pidfd >= 0 {
+		unix.Close(r.pidfd)
+		r.pidfd = -1
+	}
+	r.mu.Unlock()
+}
+
+// Terminate asks the supervisor to end the run: SIGTERM to the whole tree,
+// SIGKILL after the grace period; its process group is killed as a backstop.
+func (r *warmRun) Terminate() {
+	r.termOnce.Do(func() {
+		select {
+		case <-r.done:
+			return
+		default:
+		}
+		r.mu.Lock()
+		if r.pidfd >= 0 {
+			_ = unix.PidfdSendSignal(r.pidfd, unix.SIGTERM, nil, 0)
+		} else if r.spid > 0 {
+			_ = unix.Kill(r.spid, unix.SIGTERM)
+		}
+		r.mu.Unlock()
+		go func() {
+			select {
+			case <-r.done:
+			case <-time.After(r.grace + 2*time.Second):
+				r.killed.Store(true)
+				_ = syscall.Kill(-r.spid, syscall.SIGKILL)
+			}
+		}()
+	})
+}
+
+func (r *warmRun) Done() <-chan struct{} { return r.done }
+
+func (r *warmRun) Wait() (launcher.Event, error) {
+	<-r.done
+	if r.startErr != nil {
+		return *r.startErr, errors.New(r.startErr.Error)
+	}
+	if r.gotFinal {
+		return r.final, nil
+	}
+	// The supervisor died without reporting (killed by the backstop).
+	ev := launcher.Event{Kind: launcher.EventExit, ExitCode: -1}
+	if r.killed.Load() {
+		ev.Signal = int(syscall.SIGKILL)
+		ev.ExitCode = -ev.Signal
+	}
+	return ev, nil
+}

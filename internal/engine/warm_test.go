@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// warmPair returns a cold and a warm engine over the same workspace and
+// state dir, so code files (and so tracebacks) are the same for both.
+func warmPair(t *testing.T) (cold, warm *Engine, ws string) {
+	t.Helper()
+	ws, state := t.TempDir(), t.TempDir()
+	var err error
+	cold, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{Spares: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{Spares: 2, wait: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { warm.Close(); cold.Close() })
+	return cold, warm, ws
+}
+
+var (
+	elapsedRE = regexp.MustCompile(`after [0-9.]+s`)
+	addressRE = regexp.MustCompile(`0x[0-9a-f]+`)
+)
+
+// TestWarmSameAsCold runs a corpus of scripts that probe every part of a
+// Python start and exit on both paths and wants identical results.
+func TestWarmSameAsCold(t *testing.T) {
+	cold, warm, ws := warmPair(t)
+	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "sub", "helper.py"), []byte("VALUE = 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "sub", "script.py"), []byte(
+		"import sys, os, helper\nprint(sys.argv, sys.path[0] == os.path.dirname(__file__), helper.VALUE, os.getcwd())\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		req  Request
+	}{
+		{"argv path file name", Request{Code: `import sys, os
+print(sys.argv[1:], sys.argv[0] == __file__, sys.path[0] == os.path.dirname(__file__), __name__, os.getcwd())
+print(sys.orig_argv[1:] == ['-u'] + sys.argv, sys.orig_argv[0] == sys.executable, sys.flags)`, Args: []string{"a b", "$HOME", "'q'", "\"dq\"", "é中"}}},
+		{"script path with import from its dir", Request{ScriptPath: "script.py", Args: []string{"x"}, Cwd: "sub"}},
+		{"main module", Request{Code: `"""doc"""
+import builtins, sys, __main__
+print(sorted(globals()), __doc__, __spec__, __package__, type(__loader__).__name__, __loader__.name, __cached__)
+print(__builtins__ is builtins, __main__.__dict__ is globals(), sys.modules['__main__'] is __main__)
+x: int = 1
+print(__annotations__)`}},
+		{"pickle main class", Request{Code: `import pickle
+class C:
+    def __init__(self): self.v = 7
+print(pickle.loads(pickle.dumps(C())).v)`}},
+		{"environment", Request{Code: `import os, subprocess, tempfile
+print(os.environ['FOO'], os.environ.get('BAR'), sorted(os.environ))
+print(subprocess.run(['sh', '-c', 'echo "$FOO"'], capture_output=True, text=True).stdout.strip())
+print(tempfile.gettempdir() == os.environ['TMPDIR'], os.path.isdir(os.environ['TMPDIR']))`, EnvVars: map[string]string{"FOO": "bar baz", "UNRELATED": "1"}}},
+		{"TZ", Request{Code: `import time
+print(time.timezone, time.tzname, time.strftime('%Z', time.localtime(0)))`, EnvVars: map[string]string{"TZ": "Asia/Tokyo"}}},
+		{"stdin", Request{Code: `import sys
+print(sys.stdin.readline().strip(), input(), sys.stdin.read().split(), sys.stdin.seekable())`, Stdin: "first\nsecond\nthird fourth\n"}},
+		{"no stdin", Request{Code: `import sys
+print(repr(sys.stdin.read()), sys.stdin.seekable())
+try:
+    input()
+except EOFError as e:
+    print('EOF', e)`}},
+		{"stdio objects", Request{Code: `import sys
+for f in (sys.stdin, sys.stdout, sys.stderr):
+    print(f.name, f.mode, f.encoding, f.errors, f.line_buffering, f.write_through, f.fileno(), f.isatty(), type(f.buffer).__name__, f.buffer.name)
+print(sys.stdin is sys.__stdin__, sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__)`}},
+		{"interleaved output", Request{Code: `import sys
+for i in range(200):
+    print('out', i)
+    print('err', i, file=sys.stderr)
+sys.stdout.write('no newline at end')`}},
+		{"big output", Request{Code: `import sys
+sys.stdout.write('x' * (3 << 20))
+print('tail')`}},
+		{"sys.exit int", Request{Code: "import sys\nprint('before')\nsys.exit(3)"}},
+		{"sys.exit string", Request{Code: "import sys\nsys.exit('fatal: bad thing')"}},
+		{"sys.exit None", Request{Code: "raise SystemExit"}},
+		{"sys.exit wraps", Request{Code: "import sys\nsys.exit(256 + 7)"}},
+		{"sys.exit True", Request{Code: "raise SystemExit(True)"}},
+		{"uncaught exception", Request{Code: `def f(x):
+    return 1 / x
+def g():
+    try:
+        f(0)
+    except ZeroDivisionError as e:
+        raise ValueError('wrapped') from e
+g()`}},
+		{"custom excepthook", Request{Code: `import sys
+sys.excepthook = lambda t, v, tb: print('hook:', t.__name__, v, tb.tb_frame.f_code.co_name, file=sys.stderr)
+raise RuntimeError('boom')`}},
+		{"syntax error", Request{Code: "print('ok')\ndef (:\n"}},
+		{"nul in source", Request{Code: "print(1)\x00\n"}},
+		{"keyboard interrupt", Request{Code: "print('x')\nraise KeyboardInterrupt"}},
+		{"SIGINT handler", Request{Code: `import os, signal
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    import time; time.sleep(5)
+except KeyboardInterrupt:
+    print('caught KeyboardInterrupt')`}},
+		{"killed by SIGKILL", Request{Code: "import os, signal\nprint('bye', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)"}},
+		{"killed by SIGTERM", Request{Code: "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)"}},
+		{"default signal dispositions", Request{Code: `import signal
+print([(s.name, str(signal.getsignal(s))) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGALRM, signal.SIGUSR1)])
+print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))`}},
+		{"atexit and threads", Request{Code: `import atexit, threading, time
+atexit.register(print, 'atexit 1')
+atexit.register(lambda: print('atexit 2', threading.active_count()))
+def work():
+    time.sleep(0.2)
+    print('thread finished')
+threading.Thread(target=work).start()
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+print('main done')`}},
+		{"atexit exception", Request{Code: `import atexit
+def bad():
+    raise ValueError('in atexit')
+atexit.register(bad)
+print('ok')`}},
+		{"teardown __del__ and unflushed file", Request{Code: `class A:
+    def __del__(self):
+        print('A.__del__ ran')
+a = A()
+f = open('unflushed.txt', 'w')
+f.write('data written but never flushed')
+print('end of script')`}},
+		{"process tree ids", Request{Code: `import os
+print(os.getpgrp() == os.getppid(), os.getppid() != 1, os.getsid(0) != os.getpid())`}},
+		{"open fds", Request{Code: `import os
+print(sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) < 10))`}},
+		{"warnings", Request{Code: "import warnings\nwarnings.warn('careful')\nprint('after')"}},
+		{"subprocess python", Request{Code: `import subprocess, sys
+print(subprocess.run([sys.executable, '-c', 'import os, sys; print(os.environ["FOO"], sys.argv)', 'z'], capture_output=True, text=True).stdout.strip())`, EnvVars: map[string]string{"FOO": "from-parent"}}},
+		{"multiprocessing", Request{Code: `import multiprocessing as mp
+if __name__ == '__main__':
+    with mp.Pool(2) as p:
+        print(p.map(abs, [-1, -2, -3]))`}},
+		{"inspect source", Request{Code: `import inspect
+def hello():
+    return 1
+print(inspect.getsource(hello).strip())`}},
+		{"modules", Request{Code: `import sys
+print(sorted(m for m in sys.modules if not m.startswith('encodings.')))`}},
+		{"PYTHON var runs cold", Request{Code: "import sys\nprint(sys.dont_write_bytecode, [p for p in sys.path if p.endswith('extra')])", EnvVars: map[string]string{"PYTHONPATH": "/nonexistent/extra", "PYTHONDONTWRITEBYTECODE": "1"}}},
+		{"timeout", Request{Code: "import time\nprint('start', flush=True)\ntime.sleep(30)", Timeout: 0.5}},
+	}
+	ctx := context.Background()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, err := cold.Run(ctx, tc.req, nil)
+			if err != nil {
+				t.Fatalf("cold: %v", err)
+			}
+			rw, err := warm.Run(ctx, tc.req, nil)
+			if err != nil {
+				t.Fatalf("warm: %v", err)
+			}
+			norm := func(s string) string {
+				return addressRE.ReplaceAllString(elapsedRE.ReplaceAllString(s, "after Xs"), "0xADDR")
+			}
+			if norm(rc.Stdout) != norm(rw.Stdout) || norm(rc.Stderr) != norm(rw.Stderr) || rc.ExitCode != rw.ExitCode || rc.TimedOut != rw.TimedOut || rc.StdoutBytes != rw.StdoutBytes {
+				t.Errorf("cold and warm differ\ncold: exit %d timed_out %v\nstdout:\n%s\nstderr:\n%s\nwarm: exit %d timed_out %v\nstdout:\n%s\nstderr:\n%s",
+					rc.ExitCode, rc.TimedOut, trim(rc.Stdout), rc.Stderr, rw.ExitCode, rw.TimedOut, trim(rw.Stdout), rw.Stderr)
+			}
+		})
+	}
+	data, err := os.ReadFile(filepath.Join(ws, "unflushed.txt"))
+	if err != nil || string(data) != "data written but never flushed" {
+		t.Errorf("unflushed file after both runs: %q, %v", data, err)
+	}
+	st := warm.WarmStats()
+	t.Logf("warm engine: %+v", st)
+	if st.Warm < uint64(len(cases))-2 {
+		t.Errorf("only %d of %d runs were warm: %+v", st.Warm, len(cases), st)
+	}
+}
+
+func trim(s string) string {
+	if len(s) > 2000 {
+		return s[:1000] + "\n...\n" + s[len(s)-1000:]
+	}
+	return s
+}
