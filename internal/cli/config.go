@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -18,6 +19,8 @@ type engineFlags struct {
 	maxTimeout     float64
 	outputCap      int
 	maxWorkers     int
+	warm           int
+	preload        string
 }
 
 // engineAliases are the seeds' environment variables, accepted as aliases.
@@ -34,6 +37,8 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
+	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 }
 
 func (f *engineFlags) config() engine.Config {
@@ -45,7 +50,18 @@ func (f *engineFlags) config() engine.Config {
 		DefaultTimeout: seconds(f.defaultTimeout),
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
+		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
 	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (f *engineFlags) executor() (*executor.Local, error) {

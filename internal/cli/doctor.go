@@ -18,6 +18,8 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
 		return code
 	}
+	warm, preload := ef.warm, ef.preload
+	ef.warm = 0 // doctor runs nothing worth warming
 	ex, err := ef.executor()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
@@ -47,6 +49,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "inline code\t%d bytes max\n", l.MaxCodeBytes)
 	fmt.Fprintf(w, "inline output\t%d bytes per stream (head and tail kept)\n", l.OutputCapBytes)
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
+	if warm > 0 {
+		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server), preload %q\n", warm, preload)
+	} else {
+		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
+	}
 	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
 	w.Flush()
 	fmt.Fprintln(stdout, "\ninterpreters (newest first):")

@@ -27,6 +27,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 		return 1
 	}
+	defer ex.Engine().Close() // stops the warm interpreters
 	cfg := ex.Engine().Config()
 	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger})

@@ -73,11 +73,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		req.Stdin = stdinData
 	}
 
+	// One run per process: a warm interpreter would only cost a second start.
+	ef.warm = 0
 	eng, err := engine.New(ef.config())
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
 		return 1
 	}
+	defer eng.Close()
 	res, err := eng.Run(ctx, req, &terminal{stdout: stdout, stderr: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)

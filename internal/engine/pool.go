@@ -77,6 +77,8 @@ type WarmConfig struct {
 	// wait makes a run wait for its warm interpreter to be ready instead of
 	// running cold meanwhile (tests use it to exercise the warm path).
 	wait bool
+	// off keeps warm interpreters off even when tests force them on.
+	off bool
 }
 
 // WarmStats counts how runs were started.
@@ -160,7 +162,7 @@ const retryAfterFailure = 30 * time.Second
 
 func newWarmPool(e *Engine) *warmPool {
 	cfg := e.cfg.Warm
-	if cfg.Spares <= 0 && forcedWarm != nil && len(cfg.Preload) == 0 && cfg.MaxInterpreters == 0 {
+	if cfg.Spares <= 0 && !cfg.off && forcedWarm != nil && len(cfg.Preload) == 0 && cfg.MaxInterpreters == 0 {
 		cfg = *forcedWarm
 		forcedMu.Lock()
 		forcedEngines = append(forcedEngines, e)
@@ -495,10 +497,10 @@ type zygote struct {
 
 	ready     chan struct{} // closed when READY or FAIL arrived (or it died first)
 	readyOnce sync.Once
-	err       error // why it failed, set before ready is closed
-	dead  chan struct{} // closed when its whole tree is gone
-	paths []pathStamp   // its sys.path directories, to notice installs
-	log   *capture      // its own stdout/stderr (driver errors)
+	err       error         // why it failed, set before ready is closed
+	dead      chan struct{} // closed when its whole tree is gone
+	paths     []pathStamp   // its sys.path directories, to notice installs
+	log       *capture      // its own stdout/stderr (driver errors)
 
 	lastUsed atomic.Int64
 }

@@ -14,7 +14,7 @@ func warmPair(t *testing.T) (cold, warm *Engine, ws string) {
 	t.Helper()
 	ws, state := t.TempDir(), t.TempDir()
 	var err error
-	cold, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{Spares: 0}})
+	cold, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{off: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
