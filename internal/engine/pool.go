@@ -503,6 +503,7 @@ type zygote struct {
 	log       *capture      // its own stdout/stderr (driver errors)
 
 	lastUsed atomic.Int64
+	pid      atomic.Int64 // the zygote's python
 }
 
 type pathStamp struct {
@@ -544,7 +545,8 @@ func (w *warmPool) spawn(interp Interpreter) (*zygote, error) {
 	z.lastUsed.Store(time.Now().UnixNano())
 	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(w.cfg.Spares), strings.Join(w.cfg.Preload, ",")}
 	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: env, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace},
-		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW})
+		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW,
+			OnStart: func(pid int) { z.pid.Store(int64(pid)) }})
 	if err != nil {
 		conn.Close()
 		logR.Close()

@@ -2,10 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // warmPair returns a cold and a warm engine over the same workspace and
@@ -196,4 +201,203 @@ func trim(s string) string {
 		return s[:1000] + "\n...\n" + s[len(s)-1000:]
 	}
 	return s
+}
+
+func alive(pid int) bool {
+	return pid > 0 && unix.Kill(pid, 0) == nil
+}
+
+// descendantsOf lists the processes below pid (from /proc).
+func descendantsOf(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, task := range tasks {
+			data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, task.Name()))
+			for _, f := range strings.Fields(string(data)) {
+				c, _ := strconv.Atoi(f)
+				out = append(out, c)
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+func warmEngine(t *testing.T, cfg WarmConfig) (*Engine, string) {
+	t.Helper()
+	ws := t.TempDir()
+	cfg.wait = true
+	e, err := New(Config{Workspace: ws, StateDir: t.TempDir(), Warm: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, ws
+}
+
+func mustRun(t *testing.T, e *Engine, req Request) Result {
+	t.Helper()
+	res, err := e.Run(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A run's leftovers die with it on the warm path too: a setsid grandchild
+// on timeout, and a daemon left behind by a script that exited.
+func TestWarmKillsTree(t *testing.T) {
+	e, ws := warmEngine(t, WarmConfig{Spares: 1})
+	spawn := `import os, subprocess, sys, time
+p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])
+open('child.pid', 'w').write(str(p.pid))
+print('spawned', flush=True)
+`
+	res := mustRun(t, e, Request{Code: spawn + "time.sleep(60)\n", Timeout: 1})
+	if !res.TimedOut || !strings.Contains(res.Stdout, "spawned") || !strings.Contains(res.Stderr, "[TIMEOUT]") {
+		t.Fatalf("want a timeout with partial output, got %+v", res)
+	}
+	pidOf := func() int {
+		data, err := os.ReadFile(filepath.Join(ws, "child.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(string(data))
+		return pid
+	}
+	if pid := pidOf(); alive(pid) {
+		t.Errorf("setsid grandchild %d outlived the timed-out run", pid)
+	}
+	res = mustRun(t, e, Request{Code: spawn})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if pid := pidOf(); alive(pid) {
+		t.Errorf("daemon %d outlived its run", pid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	obs := &startObserver{started: make(chan int, 1)}
+	go func() { <-obs.started; cancel() }()
+	res, err := e.Run(ctx, Request{Code: "import time\ntime.sleep(60)"}, obs)
+	if err != nil || res.Success || !strings.Contains(res.Stderr, "[CANCELLED]") {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	if st := e.WarmStats(); st.Warm != 3 {
+		t.Errorf("want 3 warm runs: %+v", st)
+	}
+}
+
+type startObserver struct{ started chan int }
+
+func (o *startObserver) Started(pid int)           { o.started <- pid }
+func (o *startObserver) Output(s Stream, p []byte) {}
+
+// Every run is a fresh process: nothing one run does to the interpreter is
+// seen by the next, and random state differs.
+func TestWarmNoLeaksBetweenRuns(t *testing.T) {
+	e, _ := warmEngine(t, WarmConfig{Spares: 2})
+	first := mustRun(t, e, Request{Code: `import json, os, random, sys
+json.leak = 1
+os.environ['LEAK'] = '1'
+sys.path.append('/leak')
+print(random.random(), os.getpid())`})
+	second := mustRun(t, e, Request{Code: `import json, os, random, sys
+print(random.random(), os.getpid())
+print(hasattr(json, 'leak'), 'LEAK' in os.environ, '/leak' in sys.path)`})
+	l1 := strings.Fields(first.Stdout)
+	l2 := strings.Fields(second.Stdout)
+	if len(l1) != 2 || len(l2) != 5 {
+		t.Fatalf("unexpected output %q %q (%s %s)", first.Stdout, second.Stdout, first.Stderr, second.Stderr)
+	}
+	if l1[0] == l2[0] || l1[1] == l2[1] {
+		t.Errorf("two runs shared random state or a process: %q %q", first.Stdout, second.Stdout)
+	}
+	if got := strings.Join(l2[2:], " "); got != "False False False" {
+		t.Errorf("state leaked between runs: %s", got)
+	}
+}
+
+func TestWarmPreload(t *testing.T) {
+	e, _ := warmEngine(t, WarmConfig{Spares: 1, Preload: []string{"json", "decimal"}})
+	res := mustRun(t, e, Request{Code: "import sys\nprint('decimal' in sys.modules, 'json' in sys.modules)"})
+	if strings.TrimSpace(res.Stdout) != "True True" {
+		t.Errorf("preloaded modules missing: %+v", res)
+	}
+	bad, _ := warmEngine(t, WarmConfig{Spares: 1, Preload: []string{"no_such_module_pyexec"}})
+	res = mustRun(t, bad, Request{Code: "print('still runs')"})
+	if strings.TrimSpace(res.Stdout) != "still runs" {
+		t.Errorf("a failing preload must not fail runs: %+v", res)
+	}
+	if st := bad.WarmStats(); st.Warm != 0 || st.ColdReasons["warm interpreter failed"] != 1 {
+		t.Errorf("want the run cold because the warm interpreter failed: %+v", st)
+	}
+}
+
+// A zygote that dies is replaced; runs in the meantime go cold.
+func TestWarmZygoteDeath(t *testing.T) {
+	e, _ := warmEngine(t, WarmConfig{Spares: 1})
+	mustRun(t, e, Request{Code: "print(1)"})
+	z := e.warm.zygoteFor(t)
+	pid := int(z.pid.Load())
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-z.dead
+	for i := 0; i < 2; i++ {
+		if res := mustRun(t, e, Request{Code: "print('after')"}); strings.TrimSpace(res.Stdout) != "after" {
+			t.Fatalf("run after the zygote died: %+v", res)
+		}
+	}
+	if z2 := e.warm.zygoteFor(t); z2 == z {
+		t.Error("the dead zygote is still in the pool")
+	}
+}
+
+// Close leaves no process behind: not the zygote, not its spare runs.
+func TestWarmCloseLeavesNothing(t *testing.T) {
+	e, _ := warmEngine(t, WarmConfig{Spares: 3})
+	mustRun(t, e, Request{Code: "print(1)"})
+	z := e.warm.zygoteFor(t)
+	pids := append([]int{int(z.pid.Load())}, descendantsOf(int(z.pid.Load()))...)
+	if len(pids) < 1+2*3 {
+		t.Fatalf("want the zygote and 3 spare pairs, found %v", pids)
+	}
+	e.Close()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("process %d survived Close", pid)
+		}
+	}
+	if res := mustRun(t, e, Request{Code: "print('cold after close')"}); strings.TrimSpace(res.Stdout) != "cold after close" {
+		t.Errorf("run after Close: %+v", res)
+	}
+}
+
+func TestWarmStale(t *testing.T) {
+	dir := t.TempDir()
+	fi, _ := os.Stat(dir)
+	z := &zygote{paths: []pathStamp{{dir, fi.ModTime()}}}
+	if z.stale() {
+		t.Fatal("stale before any change")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new.pth"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !z.stale() {
+		t.Error("a new file on sys.path must make the zygote stale")
+	}
+}
+
+func (w *warmPool) zygoteFor(t *testing.T) *zygote {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, z := range w.zs {
+		return z
+	}
+	return nil
 }
