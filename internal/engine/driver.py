@@ -270,6 +270,8 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
         signal.signal(s, signal.SIG_DFL)
+    drop = [name for name in sys.modules if name not in keep]
+    _rehearse()
     try:
         msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * 8))
     except OSError:
@@ -309,20 +311,22 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
 
     # The environment, as execve would have set it.
     environb = os.environb
+    tz = environb.get(b"TZ")
     environb.clear()
     for kv in env:
         k, _, v = kv.partition(b"=")
         environb[k] = v
-    if "time" in sys.modules:
+    if "time" in sys.modules and environb.get(b"TZ") != tz:
         sys.modules["time"].tzset()  # TZ from the new environment
     if "tempfile" in sys.modules:
         sys.modules["tempfile"].tempdir = None  # TMPDIR from the new environment
 
-    # Modules the driver imported for itself are not the script's.
-    for name in list(sys.modules):
-        if name not in keep:
-            del sys.modules[name]
-    sys.path_importer_cache.clear()
+    # Modules the driver imported for itself are not the script's. They stay
+    # referenced here: freeing them would only copy the pages they live on.
+    for name in drop:
+        _hidden.append(sys.modules.pop(name, None))
+    _hidden.append(sys.path_importer_cache)
+    sys.path_importer_cache = {}  # directories are listed afresh, as at startup
 
     # sys as `python -u FILE ARGS...` sets it.
     sys.argv = [path] + args
@@ -341,6 +345,28 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     sys.modules["__main__"] = main
     del builtins, f, env, msg, anc, fds
     _run(os, signal, main, path)
+
+
+def _rehearse():
+    """While waiting, walk the paths a run takes (compile, exec, print, the
+    stdio constructors) so the pages they touch are faulted in and copied
+    now rather than on the request's clock. Nothing of it is visible to the
+    run."""
+    import io
+
+    try:
+        null = io.open(os.devnull, "wb", buffering=0)
+        out = io.TextIOWrapper(null, encoding="utf-8", write_through=True)
+        code = compile(b"import sys\nprint('x', [str(i) for i in range(3)], file=out)\n", "<rehearsal>", "exec", dont_inherit=True)
+        exec(code, {"__builtins__": __builtins__, "out": out})
+        out.close()
+        os.environb.get(b"PATH")
+        os.path.realpath(sys.executable)
+    except Exception:  # noqa: BLE001 - only an optimisation
+        pass
+
+
+_hidden = []
 
 
 def _fresh_stdio():
