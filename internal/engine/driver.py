@@ -468,7 +468,10 @@ def _finalize(os, signal, code, kbi):
             threading._shutdown()
         except BaseException:  # noqa: BLE001
             pass
-    atexit._run_exitfuncs()
+    try:
+        atexit._run_exitfuncs()  # prints errors itself; before 3.10 it re-raises the last
+    except BaseException:  # noqa: BLE001
+        pass
     status = _flush_std()
     try:
         _teardown(gc)

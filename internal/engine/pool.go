@@ -140,6 +140,10 @@ type warmPool struct {
 	bg       sync.WaitGroup
 	quit     chan struct{}
 
+	// nulFree remembers inline code files (named by their content hash,
+	// so immutable) already checked for NUL bytes.
+	nulFree map[string]struct{}
+
 	driverOnce sync.Once
 	driverPath string
 	driverErr  error
@@ -177,7 +181,7 @@ func newWarmPool(e *Engine) *warmPool {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
-	w := &warmPool{e: e, cfg: cfg, zs: map[string]*zygote{}, failedAt: map[string]time.Time{},
+	w := &warmPool{e: e, cfg: cfg, zs: map[string]*zygote{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
@@ -222,7 +226,7 @@ func (w *warmPool) statsSnapshot() WarmStats {
 
 // start runs p on a warm interpreter, or returns nil to have it run cold.
 func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
-	if reason := warmIneligible(p); reason != "" {
+	if reason := w.ineligible(p); reason != "" {
 		return w.cold(reason)
 	}
 	z, reason := w.acquire(p)
@@ -240,8 +244,8 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 	return r
 }
 
-// warmIneligible says why p cannot run warm ("" when it can).
-func warmIneligible(p *prepared) string {
+// ineligible says why p cannot run warm ("" when it can).
+func (w *warmPool) ineligible(p *prepared) string {
 	if len(p.argv) < 3 || p.argv[0] != p.interp.Path || p.argv[1] != "-u" {
 		return "interpreter options"
 	}
@@ -264,7 +268,38 @@ func warmIneligible(p *prepared) string {
 	if size > maxWarmRequest {
 		return "request too large"
 	}
+	if w.sourceHasNUL(p.argv[2]) {
+		// How the file tokenizer treats NUL bytes changed within 3.11.x
+		// (older ones stop the line there, newer ones raise SyntaxError);
+		// compile() in the driver cannot reproduce both.
+		return "NUL in source"
+	}
 	return ""
+}
+
+func (w *warmPool) sourceHasNUL(path string) bool {
+	w.mu.Lock()
+	_, ok := w.nulFree[path]
+	w.mu.Unlock()
+	if ok {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false // the run will report it
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return true
+	}
+	if filepath.Dir(path) == codeDir(w.e.cfg.StateDir) {
+		w.mu.Lock()
+		if len(w.nulFree) >= 4096 {
+			clear(w.nulFree)
+		}
+		w.nulFree[path] = struct{}{}
+		w.mu.Unlock()
+	}
+	return false
 }
 
 // maxWarmRequest keeps a request within one control message.

@@ -17,6 +17,7 @@ import (
 // state dir, so code files (and so tracebacks) are the same for both.
 func warmPair(t *testing.T) (cold, warm *Engine, ws string) {
 	t.Helper()
+	skipInWarmPass(t)
 	ws, state := t.TempDir(), t.TempDir()
 	var err error
 	cold, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{off: true}})
@@ -50,10 +51,7 @@ func TestWarmSameAsCold(t *testing.T) {
 		"import sys, os, helper\nprint(sys.argv, sys.path[0] == os.path.dirname(__file__), helper.VALUE, os.getcwd())\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		req  Request
-	}{
+	cases := []warmCase{
 		{"argv path file name", Request{Code: `import sys, os
 print(sys.argv[1:], sys.argv[0] == __file__, sys.path[0] == os.path.dirname(__file__), __name__, os.getcwd())
 print(sys.orig_argv[1:] == ['-u'] + sys.argv, sys.orig_argv[0] == sys.executable, sys.flags)`, Args: []string{"a b", "$HOME", "'q'", "\"dq\"", "é中"}}},
@@ -166,7 +164,42 @@ print(sorted(m for m in sys.modules if not m.startswith('encodings.')))`}},
 		{"timeout", Request{Code: "import time\nprint('start', flush=True)\ntime.sleep(30)", Timeout: 0.5}},
 	}
 	ctx := context.Background()
+	// The default interpreter, then every other one from 3.8 on.
+	pythons := []Interpreter{{Version: "default"}}
+	if !testing.Short() {
+		def, _ := cold.DefaultInterpreter(ctx)
+		for _, it := range cold.Interpreters(ctx) {
+			if eligibleVersion(it.Version) && it.Path != def.Path {
+				pythons = append(pythons, it)
+			}
+		}
+	}
+	for _, py := range pythons {
+		t.Run(py.Version, func(t *testing.T) { sameAsCold(t, cold, warm, py.Path, cases) })
+	}
+	if t.Failed() {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(ws, "unflushed.txt"))
+	if err != nil || string(data) != "data written but never flushed" {
+		t.Errorf("unflushed file after both runs: %q, %v", data, err)
+	}
+	st := warm.WarmStats()
+	t.Logf("warm engine: %+v", st)
+	if st.Warm < uint64(len(cases)*len(pythons))-uint64(2*len(pythons)) {
+		t.Errorf("only %d of %d runs were warm: %+v", st.Warm, len(cases)*len(pythons), st)
+	}
+}
+
+type warmCase struct {
+	name string
+	req  Request
+}
+
+func sameAsCold(t *testing.T, cold, warm *Engine, python string, cases []warmCase) {
+	ctx := context.Background()
 	for _, tc := range cases {
+		tc.req.Python = python
 		t.Run(tc.name, func(t *testing.T) {
 			rc, err := cold.Run(ctx, tc.req, nil)
 			if err != nil {
@@ -185,15 +218,6 @@ print(sorted(m for m in sys.modules if not m.startswith('encodings.')))`}},
 			}
 		})
 	}
-	data, err := os.ReadFile(filepath.Join(ws, "unflushed.txt"))
-	if err != nil || string(data) != "data written but never flushed" {
-		t.Errorf("unflushed file after both runs: %q, %v", data, err)
-	}
-	st := warm.WarmStats()
-	t.Logf("warm engine: %+v", st)
-	if st.Warm < uint64(len(cases))-2 {
-		t.Errorf("only %d of %d runs were warm: %+v", st.Warm, len(cases), st)
-	}
 }
 
 func trim(s string) string {
@@ -207,8 +231,17 @@ func alive(pid int) bool {
 	return pid > 0 && unix.Kill(pid, 0) == nil
 }
 
+// skipInWarmPass skips tests that set their own warm configuration in the
+// second (forced warm) pass: it would run them the same way again.
+func skipInWarmPass(t *testing.T) {
+	if forcedWarm != nil {
+		t.Skip("sets its own warm configuration: covered by the first pass")
+	}
+}
+
 func warmEngine(t *testing.T, cfg WarmConfig) (*Engine, string) {
 	t.Helper()
+	skipInWarmPass(t)
 	ws := t.TempDir()
 	cfg.wait = true
 	e, err := New(Config{Workspace: ws, StateDir: t.TempDir(), Warm: cfg})
