@@ -19,6 +19,7 @@ type engineFlags struct {
 	maxTimeout     float64
 	outputCap      int
 	maxWorkers     int
+	deps           depsFlags // envs.go
 	warm           int
 	preload        string
 }
@@ -37,6 +38,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	f.deps.register(fs)
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 }
@@ -50,6 +52,7 @@ func (f *engineFlags) config() engine.Config {
 		DefaultTimeout: seconds(f.defaultTimeout),
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
+		Deps:           f.deps.config(),
 		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -14,11 +15,14 @@ import (
 // stderr, and runs never inherit the server's standard streams.
 func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	var ef engineFlags
+	var jf jobFlags
 	var logLevel string
-	fs := newFlagSet("mcp", "mcp [flags]", stderr, engineAliases)
+	aliases := withJobAliases(engineAliases)
+	fs := newFlagSet("mcp", "mcp [flags]", stderr, aliases)
 	ef.register(fs)
+	jf.register(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
-	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
+	if code, ok := parseFlags(fs, args, aliases, stderr); !ok {
 		return code
 	}
 	logger := newLogger(stderr, logLevel)
@@ -30,7 +34,20 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer ex.Engine().Close() // stops the warm interpreters
 	cfg := ex.Engine().Config()
 	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
-	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger})
+	jx, err := jf.open(ctx, ex, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+		return 1
+	}
+	defer func() {
+		// Running jobs are killed and recorded as failed ("server shut down").
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := jx.Close(stopCtx); err != nil {
+			logger.Error("closing jobs", "err", err)
+		}
+	}()
+	srv := mcpserver.New(jx, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget()})
 	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1

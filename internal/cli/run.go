@@ -24,6 +24,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ef      engineFlags
 		req     engine.Request
 		envVars multiFlag
+		with    listFlag
 	)
 	fs := newFlagSet("run", "run [flags] (-c CODE | FILE) [ARGS...] [-- ARGS...]", stderr, engineAliases)
 	ef.register(fs)
@@ -33,6 +34,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&req.PythonVersion, "python-version", "", "Python version for this run, e.g. 3.12 (installed interpreters only)")
 	fs.StringVar(&req.EnvFile, "env-file", "", ".env file (inside the workspace) loaded before --env")
 	fs.Var(&envVars, "env", "KEY=VALUE environment variable for the run (repeatable)")
+	fs.Var(&with, "with", "dependency (PEP 508, like 'requests>=2') installed for the run with uv into a cached environment (repeatable)")
 
 	before, after := splitDashDash(args)
 	var positional []string
@@ -62,6 +64,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	req.Args = append(positional, after...)
 	req.EnvVars = envVars.m
+	req.Dependencies = with
 
 	// At the terminal the operator is the one asking: a longer --timeout
 	// raises the cap instead of being cut down by it.

@@ -72,7 +72,8 @@ func (c *capture) Total() int64 {
 	return c.total
 }
 
-// Text returns the kept bytes as valid UTF-8 and whether anything was
+// Text returns the kept bytes as valid UTF-8 (each run of invalid bytes
+// becomes one U+FFFD) and whether anything was
 // dropped. A marker line in the middle says how many bytes were dropped.
 func (c *capture) Text() (string, bool) {
 	c.mu.Lock()

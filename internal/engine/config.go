@@ -38,6 +38,9 @@ type Config struct {
 	OutputCap      int
 	KillGrace      time.Duration
 
+	// Deps configures dependency environments built with uv (environment.go).
+	Deps DepsConfig
+
 	// Launcher is the binary re-executed as the per-run launcher; default
 	// /proc/self/exe (see package launcher).
 	Launcher string

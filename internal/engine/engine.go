@@ -10,13 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // Engine runs Python requests. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
 	interps interpreters
-	warm    *warmPool // nil when warm interpreters are off
+	envs    *uvenv.Manager // dependency environments (environment.go)
+	warm    *warmPool      // nil when warm interpreters are off (pool.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -29,7 +32,11 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
 	}
-	e := &Engine{cfg: cfg}
+	envs, err := newEnvironments(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, envs: envs}
 	e.warm = newWarmPool(e)
 	return e, nil
 }
@@ -55,12 +62,20 @@ func tmpRoot(state string) string { return filepath.Join(state, "tmp") }
 // rejected or could not be started (a *RequestError names the field); a run
 // that fails is a Result with ExitCode != 0.
 func (e *Engine) Run(ctx context.Context, req Request, obs Observer) (Result, error) {
-	p, err := e.prepare(ctx, &req)
+	return e.RunWith(ctx, req, obs, Extras{})
+}
+
+// RunWith is Run with per-run additions (see Extras) that background jobs need.
+func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extras) (Result, error) {
+	p, err := e.prepare(ctx, &req, obs, x)
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(p.tmpDir)
-	return e.execute(ctx, p, obs)
+	defer p.uv.done()
+	res, err := e.execute(ctx, p, obs)
+	res.ResolvedDependencies = p.uv.resolvedDependencies()
+	return res, err
 }
 
 // prepared is a request turned into what to exec.
@@ -73,20 +88,21 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
+	uv       *envUse // the uv environment the run uses, or nil
+
+	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 }
 
-func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
-	switch {
-	case req.Code != "" && req.ScriptPath != "":
-		return nil, badRequest("code", "give either code or script_path, not both")
-	case req.Code == "" && req.ScriptPath == "":
-		return nil, badRequest("code", "give one of code (inline source) or script_path (a .py file in the workspace)")
-	case len(req.Code) > e.cfg.CodeLimit:
-		return nil, badRequest("code", "is %d bytes; the limit is %d bytes", len(req.Code), e.cfg.CodeLimit)
+func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
+	if err := e.checkSource(req); err != nil {
+		return nil, err
 	}
 	timeout, err := e.timeout(req.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if x.Timeout > 0 {
+		timeout = x.Timeout
 	}
 	cwd, err := e.resolveCwd(req.Cwd)
 	if err != nil {
@@ -104,16 +120,30 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	uv, err := e.environment(ctx, req, file, cwd, interp, obs)
+	if err != nil {
+		return nil, err
+	}
+	if uv != nil {
+		defer func() {
+			if err != nil {
+				uv.done()
+			}
+		}()
+		interp, strategy = uv.interp, uv.strategy
+	}
 
 	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "run-")
 	if err != nil {
 		return nil, fmt.Errorf("create run temp dir: %w", err)
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
+	x.applyBefore(env)
 	if err := e.applyRequestEnv(env, req, cwd); err != nil {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
+	x.applyAfter(env)
 	argv := append([]string{interp.Path, "-u", file}, req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
@@ -122,7 +152,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request) (*prepared, error) {
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
 	}, nil
 }
 

@@ -98,7 +98,7 @@ type runProcess interface {
 
 // startProcess starts p warm when it can, cold otherwise.
 func (e *Engine) startProcess(p *prepared, opts launcher.Options) (runProcess, error) {
-	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace}
+	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace, ExtraFiles: len(p.extraFiles)}
 	if e.warm != nil {
 		if r := e.warm.start(p, opts); r != nil {
 			return r, nil

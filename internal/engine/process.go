@@ -42,7 +42,7 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		}
 	}
 
-	opts := launcher.Options{Executable: e.cfg.Launcher, Stdin: stdinR, Stdout: outW, Stderr: errW}
+	opts := launcher.Options{Executable: e.cfg.Launcher, Stdin: stdinR, Stdout: outW, Stderr: errW, ExtraFiles: p.extraFiles}
 	if obs != nil {
 		opts.OnStart = obs.Started
 	}

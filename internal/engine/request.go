@@ -8,7 +8,7 @@ package engine
 // every field carries a description for the generated JSON schema.
 type Request struct {
 	Code       string   `json:"code,omitempty" jsonschema:"Inline Python source to run (at most 1 MiB). Exactly one of code or script_path must be given."`
-	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace (relative to the workspace or absolute). Exactly one of code or script_path must be given."`
+	ScriptPath string   `json:"script_path,omitempty" jsonschema:"Path of an existing .py file inside the workspace, relative to cwd (default: the workspace root) or absolute. Exactly one of code or script_path must be given."`
 	Args       []string `json:"args,omitempty" jsonschema:"Command-line arguments passed to the script as sys.argv[1:]."`
 	Stdin      string   `json:"stdin,omitempty" jsonschema:"Text fed to the script's standard input. Without it stdin is empty (/dev/null)."`
 	Cwd        string   `json:"cwd,omitempty" jsonschema:"Working directory of the run, inside the workspace (relative to it or absolute). Default: the workspace root. A .venv/bin/python found here is used when no interpreter is requested."`
@@ -19,7 +19,9 @@ type Request struct {
 	EnvVars map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables for the run. They override env_file and the base environment."`
 	EnvFile string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace (python-dotenv format: comments, quotes, multi-line values, ${VAR} expansion) loaded before env_vars."`
 
-	Timeout float64 `json:"timeout,omitempty" jsonschema:"Timeout in seconds (default 30). Capped by the server's maximum (default 600). On timeout the whole process tree is killed and partial output is kept."`
+	Dependencies []string `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements to install, like [\"requests>=2\", \"numpy\"]. Added to the script's PEP 723 metadata. Resolved once with uv into a cached environment; later runs with the same list start as fast as runs without."`
+
+	Timeout float64 `json:"timeout,omitempty" jsonschema:"Hard time limit in seconds; on timeout the whole process tree is killed and partial output is kept. Without it: 30 s for batch entries and plain runs (capped by the server maximum, default 600 s); run_python calls, which can continue as background jobs, are limited by the job timeout (default 3600 s), which also caps this value."`
 }
 
 // Result is what a finished (or killed) run produced. Output fields are capped
@@ -39,6 +41,8 @@ type Result struct {
 	CPUUserSeconds   float64 `json:"cpu_user_seconds" jsonschema:"User CPU time of the whole process tree (kernel rusage of the finished run)."`
 	CPUSystemSeconds float64 `json:"cpu_system_seconds" jsonschema:"System CPU time of the whole process tree (kernel rusage of the finished run)."`
 	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Largest resident set size reached by any one process of the run, from the kernel's rusage (exact, not sampled)."`
+
+	ResolvedDependencies []string `json:"resolved_dependencies,omitempty" jsonschema:"Exact versions (name==version) installed in the uv environment the run used; absent when it used none."`
 
 	StdoutBytes     int64 `json:"stdout_bytes" jsonschema:"Total number of bytes the script wrote to stdout, including any not returned inline."`
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`

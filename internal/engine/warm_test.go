@@ -293,7 +293,7 @@ print('spawned', flush=True)
 		t.Errorf("daemon %d outlived its run", pid)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	obs := &startObserver{started: make(chan int, 1)}
+	obs := &warmStartObserver{started: make(chan int, 1)}
 	go func() { <-obs.started; cancel() }()
 	res, err := e.Run(ctx, Request{Code: "import time\ntime.sleep(60)"}, obs)
 	if err != nil || res.Success || !strings.Contains(res.Stderr, "[CANCELLED]") {
@@ -304,10 +304,10 @@ print('spawned', flush=True)
 	}
 }
 
-type startObserver struct{ started chan int }
+type warmStartObserver struct{ started chan int }
 
-func (o *startObserver) Started(pid int)           { o.started <- pid }
-func (o *startObserver) Output(s Stream, p []byte) {}
+func (o *warmStartObserver) Started(pid int)           { o.started <- pid }
+func (o *warmStartObserver) Output(s Stream, p []byte) {}
 
 // Every run is a fresh process: nothing one run does to the interpreter is
 // seen by the next, and random state differs.

@@ -54,6 +54,9 @@ type BatchItem struct {
 	engine.Result
 	Index int    `json:"index" jsonschema:"Position of this entry in the input list."`
 	Error string `json:"error,omitempty" jsonschema:"Why this entry was rejected before running (its other fields are then empty)."`
+	// Set instead of a result when the batch ran in mode async.
+	JobID  string `json:"job_id,omitempty" jsonschema:"With mode async: the background job running this entry (follow it with get_job)."`
+	Status string `json:"status,omitempty" jsonschema:"With mode async: the job's status when it was started (pending or running)."`
 }
 
 // Info describes an executor.
@@ -75,4 +78,10 @@ type Limits struct {
 	OutputCapBytes        int     `json:"output_cap_bytes" jsonschema:"Bytes of each stream returned inline; the middle of longer output is dropped."`
 	MaxBatch              int     `json:"max_batch" jsonschema:"Most snippets in one batch."`
 	MaxWorkers            int     `json:"max_workers" jsonschema:"Most batch entries run at once."`
+
+	// Background jobs (absent when the executor runs none).
+	JobTimeoutSeconds float64 `json:"job_timeout_seconds,omitempty" jsonschema:"Time limit of a run that continues as a background job (0 or absent: none); a request's own shorter timeout still applies."`
+	SyncBudgetSeconds float64 `json:"sync_budget_seconds,omitempty" jsonschema:"How long a sync run_python call waits before returning a job id and letting the run continue in the background."`
+	MaxConcurrent     int     `json:"max_concurrent,omitempty" jsonschema:"Most job-backed runs executing at once; the rest wait as pending."`
+	MaxQueue          int     `json:"max_queue,omitempty" jsonschema:"Most pending jobs; past it new runs are refused as busy."`
 }

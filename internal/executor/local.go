@@ -122,8 +122,9 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 func (l *Local) uv(ctx context.Context) string {
 	l.uvOnce.Do(func() {
 		l.uvVersion = "not installed"
-		path, err := exec.LookPath("uv")
-		if err != nil {
+		// The uv that builds environments (found past pyenv shims).
+		path, err := l.eng.Environments().UVPath()
+		if err != nil || path == "" {
 			return
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -139,6 +140,17 @@ func (l *Local) uv(ctx context.Context) string {
 // counter observes runs to feed progress heartbeats.
 type counter struct {
 	stdout, stderr atomic.Int64
+	envStep        atomic.Pointer[string] // latest environment build step (Environment)
+}
+
+// Environment hears uv environment build steps (engine.EnvironmentObserver),
+// so heartbeats say why a first run with dependencies takes seconds.
+func (c *counter) Environment(phase, detail string) {
+	step := phase
+	if detail != "" {
+		step += ": " + detail
+	}
+	c.envStep.Store(&step)
 }
 
 func (c *counter) Started(int) {}
@@ -174,6 +186,9 @@ func (c *counter) heartbeat(progress ProgressFunc, decorate func(*Progress)) (st
 					StderrBytes:    c.stderr.Load(),
 				}
 				p.Message = fmt.Sprintf("running %.1fs, %d B stdout, %d B stderr", p.ElapsedSeconds, p.StdoutBytes, p.StderrBytes)
+				if step := c.envStep.Load(); step != nil && !strings.HasPrefix(*step, "done") {
+					p.Message = fmt.Sprintf("%.1fs, building the Python environment: %s", p.ElapsedSeconds, *step)
+				}
 				if decorate != nil {
 					decorate(&p)
 				}

@@ -51,19 +51,25 @@ func run() int {
 	if len(spec.Argv) == 0 {
 		return fail(errors.New("launch spec has no argv"))
 	}
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	for i := range spec.ExtraFiles {
+		// Inherited as fd 5+i; Python gets it as fd 3+i and only there.
+		unix.CloseOnExec(extraFD + i)
+		files = append(files, os.NewFile(uintptr(extraFD+i), fmt.Sprintf("extra-%d", i)))
+	}
 	proc, err := os.StartProcess(spec.Argv[0], spec.Argv, &os.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: files,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", spec.Argv[0], err))
 	}
 	// Our copies of the output pipes must close so the server sees EOF as
 	// soon as the last process of the run is gone.
-	os.Stdin.Close()
-	os.Stdout.Close()
-	os.Stderr.Close()
+	for _, f := range files {
+		f.Close()
+	}
 	report(Event{Kind: EventStarted, PID: proc.Pid})
 
 	ws := supervise(proc.Pid, sigs, spec.Grace)

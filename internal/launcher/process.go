@@ -23,6 +23,9 @@ type Options struct {
 	Stderr     *os.File
 	// OnStart is called with Python's pid once it runs.
 	OnStart func(pid int)
+	// ExtraFiles are inherited by Python as fd 3, 4, ... (Spec.ExtraFiles
+	// must say how many).
+	ExtraFiles []*os.File
 }
 
 // Process is one supervised run, seen from the server.
@@ -62,7 +65,7 @@ func Start(spec Spec, opts Options) (*Process, error) {
 		Stdin:      opts.Stdin,
 		Stdout:     opts.Stdout,
 		Stderr:     opts.Stderr,
-		ExtraFiles: []*os.File{specR, statusW},
+		ExtraFiles: append([]*os.File{specR, statusW}, opts.ExtraFiles...),
 		SysProcAttr: &syscall.SysProcAttr{
 			// Its own process group, so a backstop kill reaches the launcher
 			// and Python together; and if the server dies, the launcher is

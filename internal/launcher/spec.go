@@ -27,6 +27,9 @@ type Spec struct {
 	Env   []string      `json:"env"`
 	Dir   string        `json:"dir"`
 	Grace time.Duration `json:"grace"`
+	// ExtraFiles is how many files the server passed after the side
+	// channels (fd 5, 6, ...); Python inherits them as fd 3, 4, ...
+	ExtraFiles int `json:"extra_files,omitempty"`
 }
 
 // Event is one line the launcher writes on fd 4: "started" once Python runs,
@@ -55,4 +58,5 @@ const (
 const (
 	specFD   = 3
 	statusFD = 4
+	extraFD  = 5 // first of Spec.ExtraFiles
 )

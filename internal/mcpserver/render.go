@@ -28,6 +28,9 @@ func writeResult(b *strings.Builder, r engine.Result, heading string) {
 		fmt.Fprintf(b, "### %s\n", heading)
 	}
 	fmt.Fprintf(b, "**%s** · exit code %d · %.3f s · %s · Python %s\n", outcome, r.ExitCode, r.ElapsedSeconds, r.ExecutionStrategy, r.PythonVersionUsed)
+	if len(r.ResolvedDependencies) > 0 {
+		fmt.Fprintf(b, "dependencies: %s\n", strings.Join(r.ResolvedDependencies, ", "))
+	}
 	writeStream(b, "stdout", r.Stdout, r.StdoutBytes, r.StdoutTruncated)
 	writeStream(b, "stderr", r.Stderr, r.StderrBytes, r.StderrTruncated)
 }

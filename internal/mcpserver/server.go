@@ -5,6 +5,7 @@ package mcpserver
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -15,6 +16,9 @@ import (
 type Options struct {
 	Version string
 	Logger  *slog.Logger
+	// SyncBudget is how long a sync run_python waits before handing the run
+	// off to a background job (executors with jobs only; default 20 s).
+	SyncBudget time.Duration
 }
 
 const instructions = `pyexec runs Python for you without any shell quoting: pass source in "code" (or a workspace file in "script_path") and it is written to a file and run as "python -u FILE". ` +
@@ -27,11 +31,14 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, &mcp.ServerOptions{
+	t := &tools{ex: ex, log: logger}
+	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,
-	})
-	t := &tools{ex: ex, log: logger}
+	}
+	jt := newJobTools(t, ex, opts, sopts) // nil unless ex runs background jobs
+	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
 	t.register(srv)
+	jt.register(srv)
 	return srv
 }

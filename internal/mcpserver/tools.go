@@ -13,8 +13,9 @@ import (
 )
 
 type tools struct {
-	ex  executor.Executor
-	log *slog.Logger
+	ex   executor.Executor
+	log  *slog.Logger
+	jobs *jobTools // nil when the executor has no background jobs
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -28,12 +29,14 @@ func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.Markdo
 // RunPythonInput is the input of run_python.
 type RunPythonInput struct {
 	engine.Request
+	JobOptions
 	Rendering
 }
 
 // RunPythonOutput is the structured result of run_python.
 type RunPythonOutput struct {
 	engine.Result
+	Handoff
 }
 
 // RunPythonBatchInput is the input of run_python_batch.
@@ -43,6 +46,7 @@ type RunPythonBatchInput struct {
 	Timeout    float64          `json:"timeout,omitempty" jsonschema:"Timeout in seconds for each snippet that does not set its own (default 30)."`
 	MaxWorkers int              `json:"max_workers,omitempty" jsonschema:"Most snippets run at once (default: the server's core count, capped by its --max-workers)."`
 	Cwd        string           `json:"cwd,omitempty" jsonschema:"Working directory (inside the workspace) for each snippet that does not set its own."`
+	BatchJobOptions
 	Rendering
 }
 
@@ -57,7 +61,9 @@ func (t *tools) register(srv *mcp.Server) {
 		Title: "Run Python",
 		Description: "Run Python code (or a .py file in the workspace) and return its stdout, stderr and exit code. " +
 			"The code is written to a file and run as `python -u FILE ARGS...` with no shell, so quotes, $ and backslashes reach Python untouched. " +
-			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree.",
+			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree. " +
+			"Packages: list them in dependencies (PEP 508) or in a PEP 723 `# /// script` block; they are installed once with uv into a cached environment, so repeated calls start as fast as plain Python. " +
+			"A script inside a pyproject.toml project runs in that project's environment.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.runPython)
 	mcp.AddTool(srv, &mcp.Tool{
@@ -76,6 +82,12 @@ func (t *tools) register(srv *mcp.Server) {
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	if t.jobs != nil {
+		return t.jobs.runPython(ctx, req, in) // sync with smart-async handoff, or async
+	}
+	if err := in.JobOptions.check(false); err != nil {
+		return nil, RunPythonOutput{}, err
+	}
 	res, err := t.ex.Run(ctx, in.Request, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, err
@@ -104,6 +116,9 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 			reqs[i].Cwd = in.Cwd
 		}
 	}
+	if in.Mode != "" && in.Mode != "sync" {
+		return t.jobs.startBatch(ctx, in, reqs) // mode async: one background job per entry
+	}
 	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
 	if err != nil {
 		return nil, executor.BatchResult{}, err
@@ -115,6 +130,9 @@ func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in Ser
 	info, err := t.ex.Info(ctx)
 	if err != nil {
 		return nil, executor.Info{}, err
+	}
+	if t.jobs != nil && t.jobs.budget > 0 {
+		info.Limits.SyncBudgetSeconds = t.jobs.budget.Seconds()
 	}
 	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
 }

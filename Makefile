@@ -1,0 +1,24 @@
+# pyexec: `make run` builds and serves MCP over stdio; `make test` runs every test.
+GO      ?= go
+BIN     ?= bin/pyexec
+PYTHON  ?= python3
+
+.PHONY: build run test deps vet bench
+
+build:
+	$(GO) build -o $(BIN) ./cmd/pyexec
+
+# uv resolves dependencies; runs without dependencies work without it.
+deps:
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@uv --version
+
+run: build
+	./$(BIN) mcp
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
+
+test: deps vet
+	$(GO) test -count=1 -timeout 20m ./...

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/launcher"
+)
+
+// TestMain makes this test binary behave as the pyexec binary when asked to,
+// so end-to-end tests run the real CLI as a subprocess without a go build.
+func TestMain(m *testing.M) {
+	launcher.MaybeRun()
+	if os.Getenv("PYEXEC_TEST_AS_CLI") == "1" {
+		os.Exit(Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// pyexec returns a command running the CLI with args in a fresh workspace
+// and state dir.
+func pyexec(t *testing.T, workspace string, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "PYEXEC_TEST_AS_CLI=1", "PYEXEC_WORKSPACE="+workspace, "PYEXEC_STATE_DIR="+t.TempDir())
+	return cmd
+}
+
+func TestMCPOverStdioEndToEnd(t *testing.T) {
+	ws := t.TempDir()
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: pyexec(t, ws, "mcp", "--log-level", "error")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) < 3 {
+		t.Fatalf("tools: %d", len(tools.Tools))
+	}
+	// A script that prints to stdout must not corrupt the JSON-RPC stream.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{
+		"code": `print("Hello 'world' with \"quotes\" and $variables")`,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	if out["stdout"] != "Hello 'world' with \"quotes\" and $variables\n" || out["exit_code"] != 0.0 {
+		t.Fatalf("structured content %v", res.StructuredContent)
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "hello.py"), []byte("import sys\nprint('hello', sys.argv[1:])\nprint('to stderr', file=sys.stderr)\nsys.exit(int(sys.argv[1]) if sys.argv[1:] else 0)\n"), 0o644)
+	tests := []struct {
+		name      string
+		args      []string
+		env       []string
+		stdin     string
+		exit      int
+		stdout    string
+		stderrHas string
+	}{
+		{"inline code", []string{"run", "-c", "print(1+1)"}, nil, "", 0, "2\n", ""},
+		{"file with args and exit code", []string{"run", "hello.py", "3"}, nil, "", 3, "hello ['3']\n", "to stderr"},
+		{"flags after file, args after --", []string{"run", "hello.py", "--timeout", "5", "--", "0", "-x"}, nil, "", 0, "hello ['0', '-x']\n", ""},
+		{"piped stdin", []string{"run", "-c", "import sys; print(sys.stdin.read()[::-1])"}, nil, "abc", 0, "cba\n", ""},
+		{"env flag", []string{"run", "--env", "A=b c", "-c", "import os; print(os.environ['A'])"}, nil, "", 0, "b c\n", ""},
+		{"timeout exits 124", []string{"run", "--timeout", "1", "-c", "import time; print('x', flush=True); time.sleep(60)"}, nil, "", 124, "x\n", "[TIMEOUT]"},
+		{"timeout from PYEXEC_TIMEOUT", []string{"run", "-c", "import time; time.sleep(60)"}, []string{"PYEXEC_TIMEOUT=1"}, "", 124, "", "[TIMEOUT]"},
+		{"killed by signal exits 128+N", []string{"run", "-c", "import os; os.kill(os.getpid(), 9)"}, nil, "", 137, "", ""},
+		{"rejected request exits 2", []string{"run", "../outside.py"}, nil, "", 2, "", "outside the workspace"},
+		{"bad env value names the variable", []string{"run", "-c", "1"}, []string{"PYEXEC_MAX_TIMEOUT=soon"}, "", 2, "", "PYEXEC_MAX_TIMEOUT"},
+		{"nothing to run", []string{"run"}, nil, "", 2, "", "give -c CODE or a FILE"},
+		{"version", []string{"version"}, nil, "", 0, "pyexec " + Version + "\n", ""},
+		{"help", []string{"run", "--help"}, nil, "", 0, "", "PYEXEC_WORKSPACE"},
+		{"unknown command", []string{"frobnicate"}, nil, "", 2, "", "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := pyexec(t, ws, tt.args...)
+			cmd.Dir = ws
+			cmd.Env = append(cmd.Env, tt.env...)
+			cmd.Stdin = strings.NewReader(tt.stdin)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.exit || stdout.String() != tt.stdout || !strings.Contains(stderr.String(), tt.stderrHas) {
+				t.Fatalf("exit %d stdout %q stderr %q; want exit %d stdout %q stderr containing %q", code, stdout.String(), stderr.String(), tt.exit, tt.stdout, tt.stderrHas)
+			}
+		})
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	cmd := pyexec(t, t.TempDir(), "doctor")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"workspace", "state dir", "uv", "default python", "interpreters", "timeout"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// When the server is killed outright (SIGKILL, no chance to clean up), the
+// kernel tells each run's launcher (parent-death signal) and the launcher
+// takes the run's whole tree down, setsid grandchildren included.
+func TestServerDeathKillsRuns(t *testing.T) {
+	ws := t.TempDir()
+	ctx := context.Background()
+	cmd := pyexec(t, ws, "mcp", "--log-level", "error")
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	pidFile := filepath.Join(ws, "pids")
+	code := `import os, time
+if os.fork() == 0:
+    os.setsid()
+    with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
+    time.sleep(600)
+with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
+time.sleep(600)
+`
+	go cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}})
+	var pids []int
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(pidFile)
+		pids = nil
+		for _, f := range strings.Fields(string(data)) {
+			var p int
+			fmt.Sscan(f, &p)
+			pids = append(pids, p)
+		}
+		return len(pids) == 2
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		waitFor(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	}
+}
+
+// waitFor polls cond until it holds, failing after 15 s. It is for states
+// another process reaches on its own, with no event the test can wait on.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 15 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,143 @@
+package jobs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// liveJob is the in-memory state of a pending or running job. The database
+// row lags behind it (it is written on transitions and throttled progress);
+// readers of a live job use this state.
+type liveJob struct {
+	m       *Manager
+	req     engine.Request
+	timeout time.Duration
+
+	// saveMu serialises database writes of this job; each write takes the
+	// newest snapshot while holding it, so a slow early write can never
+	// overwrite a later state.
+	saveMu sync.Mutex
+
+	mu              sync.Mutex
+	job             Job
+	stdout, stderr  *logWriter    // nil until the run starts
+	changed         chan struct{} // closed and replaced when output grows or the job ends
+	dequeued        bool          // taken off the queue by the dispatcher (guarded by Manager.mu)
+	cancel          context.CancelFunc
+	cancelRequested bool
+	lastSave        time.Time
+	result          *engine.Result // set when the RunFunc returned a result
+	runErr          error
+
+	done chan struct{} // closed once the final state is persisted
+}
+
+// snapshot copies the job's metadata. Pointer fields are never mutated in
+// place (always replaced), so sharing them is safe.
+func (lj *liveJob) snapshot(withRequest bool) Job {
+	lj.mu.Lock()
+	defer lj.mu.Unlock()
+	j := lj.job
+	if !withRequest {
+		j.Request = nil
+	}
+	return j
+}
+
+// persist writes the newest state of the job to the store.
+func (lj *liveJob) persist() {
+	lj.saveMu.Lock()
+	defer lj.saveMu.Unlock()
+	j := lj.snapshot(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lj.m.store.update(ctx, &j); err != nil {
+		lj.m.log.Error("saving job state", "job", j.ID, "status", j.Status, "err", err)
+	}
+}
+
+// broadcastLocked wakes every long-poll waiting on this job. Callers hold lj.mu.
+func (lj *liveJob) broadcastLocked() {
+	close(lj.changed)
+	lj.changed = make(chan struct{})
+}
+
+// setProgress records a progress report from the script: subscribers see
+// every one (coalesced by the hub), the database at most once per
+// ProgressSaveInterval (the final state is saved when the job ends anyway).
+func (lj *liveJob) setProgress(p Progress) {
+	lj.mu.Lock()
+	lj.job.Progress = &p
+	now := time.Now()
+	save := now.Sub(lj.lastSave) >= lj.m.cfg.ProgressSaveInterval
+	if save {
+		lj.lastSave = now
+	}
+	ev := Event{JobID: lj.job.ID, Status: lj.job.Status, Progress: &p}
+	lj.mu.Unlock()
+	lj.m.hub.publish(ev)
+	if save {
+		lj.persist()
+	}
+}
+
+// observer adapts a live job to engine.Observer: output goes to the logs,
+// never to the database.
+type observer struct{ lj *liveJob }
+
+var (
+	_ engine.Observer            = observer{}
+	_ engine.EnvironmentObserver = observer{}
+)
+
+// Environment records the environment build step the run is in, so get_job
+// and heartbeats can say why a first run with dependencies takes seconds.
+func (o observer) Environment(phase, detail string) {
+	step := ""
+	if phase != "done" {
+		step = phase
+		if detail != "" {
+			step += ": " + detail
+		}
+	}
+	o.lj.mu.Lock()
+	o.lj.job.Phase = step
+	o.lj.mu.Unlock()
+}
+
+func (o observer) Started(pid int) {
+	o.lj.mu.Lock()
+	o.lj.job.PID = pid
+	o.lj.job.Phase = ""
+	o.lj.mu.Unlock()
+	o.lj.persist()
+}
+
+func (o observer) Output(s engine.Stream, p []byte) {
+	lj := o.lj
+	lj.mu.Lock()
+	var grew bool
+	switch s {
+	case engine.Stdout:
+		if lj.stdout != nil {
+			grew = lj.stdout.write(p)
+			lj.job.StdoutBytes, lj.job.StdoutTruncated = lj.stdout.produced, lj.stdout.truncated
+		}
+	case engine.Stderr:
+		if lj.stderr != nil {
+			grew = lj.stderr.write(p)
+			lj.job.StderrBytes, lj.job.StderrTruncated = lj.stderr.produced, lj.stderr.truncated
+		}
+	}
+	if grew {
+		lj.broadcastLocked()
+	}
+	ev := Event{JobID: lj.job.ID, Status: lj.job.Status, Output: true}
+	lj.mu.Unlock()
+	if grew {
+		lj.m.hub.publish(ev)
+	}
+}

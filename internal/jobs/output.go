@@ -1,0 +1,141 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// foreignPollInterval is how often a long-poll re-reads the logs of a job
+// run by another process sharing the state dir.
+const foreignPollInterval = 100 * time.Millisecond
+
+// DefaultChunkBytes is how much of each stream Output returns when
+// Cursor.MaxBytes is unset.
+const DefaultChunkBytes = 256 << 10
+
+// Cursor says where a reader is in a job's output and how long to wait for
+// more. Offsets are byte offsets into the stdout and stderr logs; pass back
+// the offsets of the previous Chunk to get only what is new.
+type Cursor struct {
+	StdoutOffset int64
+	StderrOffset int64
+	// MaxBytes caps the bytes returned per stream (default
+	// DefaultChunkBytes). A chunk may exceed it by less than one UTF-8
+	// character, or stop up to 3 bytes short of it to avoid splitting one.
+	MaxBytes int
+	// Wait > 0 long-polls: when nothing is new yet, wait up to this long for
+	// output or for the job to finish.
+	Wait time.Duration
+}
+
+// Chunk is a piece of a job's output.
+type Chunk struct {
+	JobID  string `json:"job_id" jsonschema:"The job the output belongs to."`
+	Status Status `json:"status" jsonschema:"Status of the job when the chunk was read."`
+	Stdout string `json:"stdout" jsonschema:"Standard output after stdout_offset (UTF-8; invalid bytes replaced)."`
+	Stderr string `json:"stderr" jsonschema:"Standard error after stderr_offset (UTF-8; invalid bytes replaced)."`
+	// Next offsets: pass them back to continue.
+	StdoutOffset int64 `json:"next_stdout_offset" jsonschema:"Byte offset to pass as stdout_offset next time."`
+	StderrOffset int64 `json:"next_stderr_offset" jsonschema:"Byte offset to pass as stderr_offset next time."`
+	// Sizes of the logs so far; a reader is caught up when its offsets equal them.
+	StdoutSize int64 `json:"stdout_size" jsonschema:"Bytes in the stdout log so far."`
+	StderrSize int64 `json:"stderr_size" jsonschema:"Bytes in the stderr log so far."`
+	// Done is true when the job has finished and both offsets are at the end:
+	// there will never be more output.
+	Done bool `json:"done" jsonschema:"True when the job has finished and all output has been read."`
+}
+
+// outputState is a consistent view of a job's logs for one read.
+type outputState struct {
+	status         Status
+	final          bool // no more bytes will be appended
+	stdout, stderr logState
+	changed        <-chan struct{} // nil for finished jobs
+}
+
+func (m *Manager) outputState(ctx context.Context, id string) (outputState, error) {
+	if lj := m.lookup(id); lj != nil {
+		lj.mu.Lock()
+		defer lj.mu.Unlock()
+		st := outputState{status: lj.job.Status, final: lj.job.Status.Terminal(), changed: lj.changed}
+		if lj.stdout != nil {
+			st.stdout = lj.stdout.state()
+		}
+		if lj.stderr != nil {
+			st.stderr = lj.stderr.state()
+		}
+		return st, nil
+	}
+	j, err := m.store.get(ctx, id)
+	if err != nil {
+		return outputState{}, err
+	}
+	// Not ours: finished, or run by another process sharing the state dir
+	// (then its logs may still grow and we cannot be woken: Output polls).
+	dir := jobDir(m.cfg.StateDir, id)
+	st := outputState{status: j.Status, final: j.Status.Terminal()}
+	if st.stdout, err = statLog(filepath.Join(dir, stdoutLogName), m.cfg.LogCap); err != nil {
+		return outputState{}, fmt.Errorf("job %s stdout: %w", id, err)
+	}
+	if st.stderr, err = statLog(filepath.Join(dir, stderrLogName), m.cfg.LogCap); err != nil {
+		return outputState{}, fmt.Errorf("job %s stderr: %w", id, err)
+	}
+	return st, nil
+}
+
+// Output returns the job's output after the cursor's offsets, and the
+// offsets to continue from. Consecutive calls that pass back the returned
+// offsets never see a byte twice. With Wait > 0 and nothing new, it blocks
+// until output is appended, the job ends, Wait elapses or ctx is done; it is
+// woken by the writer (no polling).
+func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error) {
+	if c.StdoutOffset < 0 || c.StderrOffset < 0 {
+		return Chunk{}, fmt.Errorf("offsets must be >= 0 (stdout_offset %d, stderr_offset %d)", c.StdoutOffset, c.StderrOffset)
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultChunkBytes
+	}
+	var timer *time.Timer
+	if c.Wait > 0 {
+		timer = time.NewTimer(c.Wait)
+		defer timer.Stop()
+	}
+	dir := jobDir(m.cfg.StateDir, id)
+	for {
+		st, err := m.outputState(ctx, id)
+		if err != nil {
+			return Chunk{}, err
+		}
+		ch := Chunk{JobID: id, Status: st.status, StdoutSize: st.stdout.size, StderrSize: st.stderr.size}
+		ch.Stdout, ch.StdoutOffset, err = readLog(filepath.Join(dir, stdoutLogName), c.StdoutOffset, st.stdout.size, c.MaxBytes, st.final)
+		if err != nil {
+			return Chunk{}, fmt.Errorf("job %s stdout: %w", id, err)
+		}
+		ch.Stderr, ch.StderrOffset, err = readLog(filepath.Join(dir, stderrLogName), c.StderrOffset, st.stderr.size, c.MaxBytes, st.final)
+		if err != nil {
+			return Chunk{}, fmt.Errorf("job %s stderr: %w", id, err)
+		}
+		ch.Done = st.final && ch.StdoutOffset == st.stdout.size && ch.StderrOffset == st.stderr.size
+		progressed := ch.StdoutOffset != c.StdoutOffset || ch.StderrOffset != c.StderrOffset
+		if progressed || st.final || timer == nil {
+			return ch, nil
+		}
+		var poll <-chan time.Time
+		if st.changed == nil { // another process's job: no in-process wakeup exists
+			poll = time.After(foreignPollInterval)
+		}
+		if m.onWait != nil {
+			m.onWait()
+		}
+		select {
+		case <-st.changed:
+		case <-poll:
+		case <-timer.C:
+			return ch, nil
+		case <-ctx.Done():
+			return ch, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// dispatchLocked starts queued jobs, oldest first, while slots are free.
+// Callers hold m.mu.
+func (m *Manager) dispatchLocked() {
+	for !m.closed && m.running < m.cfg.MaxConcurrent && len(m.queue) > 0 {
+		lj := m.queue[0]
+		m.queue[0] = nil
+		m.queue = m.queue[1:]
+		lj.dequeued = true
+		m.running++
+		m.wg.Add(1)
+		go m.runJob(lj)
+	}
+}
+
+// runJob runs one dequeued job to its end and frees its slot.
+func (m *Manager) runJob(lj *liveJob) {
+	defer m.wg.Done()
+	defer func() {
+		m.mu.Lock()
+		delete(m.live, lj.job.ID)
+		m.running--
+		m.dispatchLocked()
+		m.mu.Unlock()
+	}()
+
+	ctx, cancel := context.WithCancel(m.baseCtx)
+	defer cancel()
+	if lj.timeout > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, lj.timeout+backstopGrace)
+		defer c2()
+	}
+
+	dir := jobDir(m.cfg.StateDir, lj.job.ID)
+	setupErr := os.MkdirAll(dir, 0o700)
+	var stdout, stderr *logWriter
+	if setupErr == nil {
+		stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", m.cfg.LogCap)
+	}
+	if setupErr == nil {
+		stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", m.cfg.LogCap)
+	}
+
+	lj.mu.Lock()
+	now := time.Now().UTC()
+	lj.job.Status = StatusRunning
+	lj.job.StartedAt = &now
+	lj.stdout, lj.stderr = stdout, stderr
+	lj.cancel = cancel
+	cancelled := lj.cancelRequested
+	skip := cancelled || setupErr != nil
+	lj.mu.Unlock()
+
+	var (
+		res    engine.Result
+		runErr error
+	)
+	switch {
+	case setupErr != nil:
+		runErr = fmt.Errorf("prepare job logs: %w", setupErr)
+	case cancelled:
+		runErr = context.Canceled
+	}
+	if !skip {
+		lj.persist()
+		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusRunning})
+		res, runErr = m.execute(ctx, lj)
+	}
+	m.finishRun(ctx, lj, res, runErr)
+}
+
+// execute calls the RunFunc with a progress pipe attached, and drains the
+// pipe once the run has returned.
+func (m *Manager) execute(ctx context.Context, lj *liveJob) (engine.Result, error) {
+	opts := RunOptions{Timeout: lj.timeout, HelperDir: m.helperDir}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		m.log.Warn("no progress pipe for job", "job", lj.job.ID, "err", err)
+	} else {
+		opts.ProgressPipe = pw
+	}
+	var drained chan struct{}
+	if pr != nil {
+		drained = make(chan struct{})
+		go func() {
+			defer close(drained)
+			if err := readProgress(pr, lj.setProgress); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
+				m.log.Warn("reading job progress", "job", lj.job.ID, "err", err)
+			}
+		}()
+	}
+	res, runErr := m.cfg.Run(ctx, lj.req, opts, observer{lj})
+	if pr != nil {
+		// The run's processes are gone, so closing our write end brings EOF
+		// after the last report; the deadline covers a leaked descriptor.
+		pw.Close()
+		pr.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		<-drained
+		pr.Close()
+	}
+	return res, runErr
+}
+
+// finishRun records how a started job ended.
+func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result, runErr error) {
+	lj.mu.Lock()
+	j := &lj.job
+	now := time.Now().UTC()
+	j.FinishedAt = &now
+	for _, w := range []*logWriter{lj.stdout, lj.stderr} {
+		if w != nil {
+			if err := w.close(); err != nil {
+				m.log.Error("job log", "job", j.ID, "err", err)
+			}
+		}
+	}
+	if runErr == nil {
+		code := res.ExitCode
+		j.ExitCode = &code
+		j.TimedOut = res.TimedOut
+		j.Run = &RunInfo{
+			ElapsedSeconds:    res.ElapsedSeconds,
+			ExecutionStrategy: res.ExecutionStrategy,
+			PythonVersionUsed: res.PythonVersionUsed,
+			Executable:        res.Executable,
+		}
+		r := res
+		lj.result = &r
+	}
+	lj.runErr = runErr
+	switch {
+	case lj.cancelRequested:
+		j.Status, j.Error = StatusCancelled, MsgCancelled
+	case m.baseCtx.Err() != nil:
+		j.Status, j.Error = StatusFailed, MsgShutdown
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		j.Status, j.TimedOut = StatusFailed, true
+		j.Error = fmt.Sprintf("job exceeded its time limit of %s", lj.timeout)
+	case runErr != nil:
+		j.Status, j.Error = StatusFailed, runErr.Error()
+	case res.TimedOut || res.ExitCode != 0:
+		j.Status = StatusFailed
+	default:
+		j.Status = StatusCompleted
+	}
+	ev := Event{JobID: j.ID, Status: j.Status, Done: true}
+	lj.mu.Unlock()
+	m.finalize(lj, ev)
+}
+
+// finishUnstarted ends a job that never ran (cancelled or shut down while
+// pending). The caller has already removed it from the queue and live map.
+func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
+	lj.mu.Lock()
+	now := time.Now().UTC()
+	lj.job.Status, lj.job.Error, lj.job.FinishedAt = status, msg, &now
+	lj.runErr = errors.New(msg)
+	ev := Event{JobID: lj.job.ID, Status: status, Done: true}
+	lj.mu.Unlock()
+	m.finalize(lj, ev)
+}
+
+// finalize persists a final state, then wakes waiters. The order matters:
+// once a job leaves the live map, readers go to the database, which must
+// already hold the final state.
+func (m *Manager) finalize(lj *liveJob, ev Event) {
+	lj.persist()
+	lj.mu.Lock()
+	lj.broadcastLocked()
+	lj.mu.Unlock()
+	close(lj.done)
+	m.hub.publish(ev)
+}
