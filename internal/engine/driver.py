@@ -60,6 +60,7 @@ def _zygote():
 
     import gc
     import signal
+    import fcntl
     import resource  # noqa: F401 - os.wait4 and getrusage in S
     import ctypes
 
@@ -76,7 +77,10 @@ def _zygote():
     gc.collect()
     gc.freeze()  # collections in the children never walk (and copy) our heap
 
-    send([b"READY"] + [os.fsencode(p) for p in sys.path])
+    # sys.path (to notice installs), then the top-level modules a run finds
+    # imported (a PYTHONPATH directory must not shadow one of them).
+    tops = sorted({name.partition(".")[0] for name in keep})
+    send([b"READY", b"%d" % len(sys.path)] + [os.fsencode(p) for p in sys.path] + [t.encode() for t in tops])
 
     live = set()  # spare supervisors not taken yet
     eof = False
@@ -273,17 +277,25 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     drop = [name for name in sys.modules if name not in keep]
     _rehearse()
     try:
-        msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * 8))
+        msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * (4 + _MAX_EXTRA)))
     except OSError:
         msg, anc = b"", []
     fds = _fds(anc)
     f = msg.split(b"\0")
-    if f[0] != b"RUN" or len(fds) != 4:
+    if f[0] != b"RUN" or len(fds) < 4:
         for fd in fds:
             os.close(fd)
         sup.send(b"E")
         os._exit(0)
-    stdin, stdout, stderr, status = fds
+    # Out of the way of the numbers they are going to take (0-2, 3+ for the
+    # extra files).
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    stdin, stdout, stderr, status = high[:4]
+    extra = high[4:]
     try:
         sup.sendmsg([b"T " + f[3]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:
@@ -307,11 +319,14 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     os.dup2(stdin, 0)
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
-    os.closerange(3, 1 << 20)
+    for i, fd in enumerate(extra):
+        os.dup2(fd, 3 + i)  # inheritable, as the launcher passes them
+    os.closerange(3 + len(extra), 1 << 20)
 
     # The environment, as execve would have set it.
     environb = os.environb
     tz = environb.get(b"TZ")
+    zygote_pythonpath = environb.get(b"PYTHONPATH")
     environb.clear()
     for kv in env:
         k, _, v = kv.partition(b"=")
@@ -333,6 +348,18 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     if hasattr(sys, "orig_argv"):
         sys.orig_argv = [sys.executable, "-u", path] + args
     sys.path[0] = os.path.dirname(os.path.realpath(path))
+    pythonpath = environb.get(b"PYTHONPATH")
+    if pythonpath and not zygote_pythonpath:
+        # As startup does: each entry made absolute (from the run's cwd),
+        # placed after the script's directory, and site's removeduppaths.
+        # (The server checked that no entry shadows a module the zygote
+        # imported at startup, or holds a sitecustomize.)
+        seen, rest = set(), []
+        for d in [os.path.abspath(os.fsdecode(e)) for e in pythonpath.split(b":")] + sys.path[1:]:
+            if d not in seen:
+                seen.add(d)
+                rest.append(d)
+        sys.path[1:] = rest
     _fresh_stdio()
 
     import builtins
@@ -367,6 +394,7 @@ def _rehearse():
 
 
 _hidden = []
+_MAX_EXTRA = 4  # extra files (fd 3, 4, ...) a run may inherit; pool.go agrees
 
 
 def _fresh_stdio():

@@ -252,6 +252,9 @@ func (w *warmPool) ineligible(p *prepared) string {
 	if !eligibleVersion(p.interp.Version) {
 		return "python older than 3.8"
 	}
+	if len(p.extraFiles) > maxExtraFiles {
+		return "too many extra files"
+	}
 	size := len(p.dir)
 	for _, s := range p.argv {
 		size += len(s) + 1
@@ -305,6 +308,10 @@ func (w *warmPool) sourceHasNUL(path string) bool {
 // maxWarmRequest keeps a request within one control message.
 const maxWarmRequest = 96 << 10
 
+// maxExtraFiles is how many extra files (fd 3, 4, ...) a warm run can
+// inherit (driver.py's _MAX_EXTRA).
+const maxExtraFiles = 4
+
 func eligibleVersion(v string) bool {
 	return compareVersions(v, "3.8") >= 0
 }
@@ -336,19 +343,56 @@ func startupEnv(env []string) map[string]string {
 	return m
 }
 
-func sameStartupEnv(want map[string]string, env []string) bool {
+// sameStartupEnv reports whether env starts Python as the zygote's want
+// did. One exception: a PYTHONPATH the zygote was started without, which
+// the driver applies to sys.path as startup would (returned for checking).
+func sameStartupEnv(want map[string]string, env []string) (ok bool, pythonPath string) {
 	n := 0
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		if !startupVar(k) {
 			continue
 		}
+		if _, had := want["PYTHONPATH"]; k == "PYTHONPATH" && !had {
+			pythonPath = v
+			continue
+		}
 		n++
 		if w, ok := want[k]; !ok || w != v {
-			return false
+			return false, ""
 		}
 	}
-	return n == len(want)
+	return n == len(want), pythonPath
+}
+
+// pythonPathSafe reports whether adding the PYTHONPATH entries to sys.path
+// after startup is the same as having them at startup: no entry may hold a
+// module the zygote imported at startup (cold, it would have shadowed it) or
+// a sitecustomize/usercustomize (site imports those at startup).
+func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
+	for _, dir := range filepath.SplitList(pythonPath) {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			continue // nothing there to import at startup
+		}
+		if !fi.IsDir() {
+			return false // a zip archive: not worth listing
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return false
+		}
+		for _, ent := range entries {
+			name, _, _ := strings.Cut(ent.Name(), ".")
+			if z.modules[name] || name == "sitecustomize" || name == "usercustomize" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // acquire finds the ready zygote for p's interpreter, starting one when
@@ -387,8 +431,12 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 	if z.err != nil {
 		return nil, "warm interpreter failed"
 	}
-	if !sameStartupEnv(z.startupEnv, p.env) {
+	ok, pythonPath := sameStartupEnv(z.startupEnv, p.env)
+	if !ok {
 		return nil, "startup environment differs"
+	}
+	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir) {
+		return nil, "PYTHONPATH shadows a startup module"
 	}
 	if z.stale() {
 		w.retire(z)
@@ -532,10 +580,11 @@ type zygote struct {
 
 	ready     chan struct{} // closed when READY or FAIL arrived (or it died first)
 	readyOnce sync.Once
-	err       error         // why it failed, set before ready is closed
-	dead      chan struct{} // closed when its whole tree is gone
-	paths     []pathStamp   // its sys.path directories, to notice installs
-	log       *capture      // its own stdout/stderr (driver errors)
+	err       error           // why it failed, set before ready is closed
+	dead      chan struct{}   // closed when its whole tree is gone
+	paths     []pathStamp     // its sys.path directories, to notice installs
+	modules   map[string]bool // top-level modules imported at its startup
+	log       *capture        // its own stdout/stderr (driver errors)
 
 	lastUsed atomic.Int64
 	pid      atomic.Int64 // the zygote's python
@@ -637,10 +686,16 @@ func (z *zygote) awaitReady() {
 	fields := strings.Split(string(buf[:n]), "\x00")
 	switch fields[0] {
 	case "READY":
-		for _, p := range fields[1:] {
+		n, _ := strconv.Atoi(fields[1])
+		n = min(n, len(fields)-2)
+		for _, p := range fields[2 : 2+n] {
 			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 				z.paths = append(z.paths, pathStamp{p, fi.ModTime()})
 			}
+		}
+		z.modules = map[string]bool{}
+		for _, m := range fields[2+n:] {
+			z.modules[m] = true
 		}
 		z.readyOnce.Do(func() { close(z.ready) })
 	case "FAIL":
@@ -680,7 +735,11 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration) 
 		stdin = devnull
 	}
 	// Fd puts the files in blocking mode, which is what the run expects.
-	rights := unix.UnixRights(int(stdin.Fd()), int(opts.Stdout.Fd()), int(opts.Stderr.Fd()), int(statusW.Fd()))
+	fds := []int{int(stdin.Fd()), int(opts.Stdout.Fd()), int(opts.Stderr.Fd()), int(statusW.Fd())}
+	for _, f := range opts.ExtraFiles {
+		fds = append(fds, int(f.Fd()))
+	}
+	rights := unix.UnixRights(fds...)
 	_, _, err = z.conn.WriteMsgUnix(encodeRequest(p, grace), rights, nil)
 	if err != nil {
 		statusR.Close()

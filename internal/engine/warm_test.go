@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,6 +51,18 @@ func TestWarmSameAsCold(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "sub", "script.py"), []byte(
 		"import sys, os, helper\nprint(sys.argv, sys.path[0] == os.path.dirname(__file__), helper.VALUE, os.getcwd())\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for name, files := range map[string]map[string]string{
+		"shadow": {"re.py": "print('shadowing re')\nfrom importlib import import_module\n"},
+		"custom": {"sitecustomize.py": "print('sitecustomize ran')\n"},
+		"pp2":    {"mod2.py": "X = 2\n"},
+	} {
+		os.MkdirAll(filepath.Join(ws, name), 0o755)
+		for f, content := range files {
+			if err := os.WriteFile(filepath.Join(ws, name, f), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	cases := []warmCase{
 		{"argv path file name", Request{Code: `import sys, os
@@ -160,8 +173,14 @@ def hello():
 print(inspect.getsource(hello).strip())`}},
 		{"modules", Request{Code: `import sys
 print(sorted(m for m in sys.modules if not m.startswith('encodings.')))`}},
+		{"PYTHONPATH", Request{Code: `import sys, helper
+print(sys.path, helper.VALUE)`, Cwd: "sub", EnvVars: map[string]string{"PYTHONPATH": "pp:/nonexistent/x/::" + ws + "/sub:" + ws + "/../" + filepath.Base(ws) + "/pp2/"}}},
+		{"PYTHONPATH shadowing a startup module", Request{Code: `import sys, re
+print(sys.path[1], re.__file__.endswith('shadow/re.py'))`, EnvVars: map[string]string{"PYTHONPATH": ws + "/shadow"}}},
+		{"PYTHONPATH with sitecustomize", Request{Code: `import sys
+print('sitecustomize' in sys.modules)`, EnvVars: map[string]string{"PYTHONPATH": ws + "/custom"}}},
 		{"PYTHON var runs cold", Request{Code: "import sys\nprint(sys.dont_write_bytecode, [p for p in sys.path if p.endswith('extra')])", EnvVars: map[string]string{"PYTHONPATH": "/nonexistent/extra", "PYTHONDONTWRITEBYTECODE": "1"}}},
-		{"timeout", Request{Code: "import time\nprint('start', flush=True)\ntime.sleep(30)", Timeout: 0.5}},
+		{"timeout", Request{Code: "import time\ntime.sleep(30)", Timeout: 1}},
 	}
 	ctx := context.Background()
 	// The default interpreter, then every other one from 3.8 on.
@@ -186,7 +205,7 @@ print(sorted(m for m in sys.modules if not m.startswith('encodings.')))`}},
 	}
 	st := warm.WarmStats()
 	t.Logf("warm engine: %+v", st)
-	if st.Warm < uint64(len(cases)*len(pythons))-uint64(2*len(pythons)) {
+	if st.Warm < uint64(len(cases)*len(pythons))-uint64(4*len(pythons)) { // NUL, shadowing (2), PYTHONDONTWRITEBYTECODE run cold
 		t.Errorf("only %d of %d runs were warm: %+v", st.Warm, len(cases)*len(pythons), st)
 	}
 }
@@ -270,7 +289,7 @@ p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.
 open('child.pid', 'w').write(str(p.pid))
 print('spawned', flush=True)
 `
-	res := mustRun(t, e, Request{Code: spawn + "time.sleep(60)\n", Timeout: 1})
+	res := mustRun(t, e, Request{Code: spawn + "time.sleep(60)\n", Timeout: 3})
 	if !res.TimedOut || !strings.Contains(res.Stdout, "spawned") || !strings.Contains(res.Stderr, "[TIMEOUT]") {
 		t.Fatalf("want a timeout with partial output, got %+v", res)
 	}
@@ -429,4 +448,44 @@ func (w *warmPool) zygoteFor(t *testing.T) *zygote {
 		return z
 	}
 	return nil
+}
+
+// Job runs inherit extra files (fd 3, ...) and a helper dir on PYTHONPATH:
+// the warm path passes both as the launcher does.
+func TestWarmExtras(t *testing.T) {
+	cold, warm, ws := warmPair(t)
+	helper := filepath.Join(ws, "helper")
+	os.MkdirAll(helper, 0o755)
+	os.WriteFile(filepath.Join(helper, "pyexec_helper_mod.py"), []byte("def hello():\n    return 'helper'\n"), 0o644)
+	code := `import os, sys, pyexec_helper_mod
+print(sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) < 10), os.get_inheritable(3), os.get_inheritable(4))
+os.write(3, b'fd3 from ' + os.environ['WHO'].encode())
+os.write(4, b'fd4')
+print(pyexec_helper_mod.hello(), sys.path[1] == os.environ['HELPER'])`
+	runWith := func(e *Engine) (Result, string, string) {
+		r3, w3, _ := os.Pipe()
+		r4, w4, _ := os.Pipe()
+		defer r3.Close()
+		defer r4.Close()
+		res, err := e.RunWith(context.Background(), Request{Code: code}, nil, Extras{
+			Env: []string{"WHO=run", "HELPER=" + helper}, PythonPath: []string{helper}, ExtraFiles: []*os.File{w3, w4},
+		})
+		w3.Close()
+		w4.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b3, _ := io.ReadAll(r3)
+		b4, _ := io.ReadAll(r4)
+		return res, string(b3), string(b4)
+	}
+	rc, c3, c4 := runWith(cold)
+	before := warm.WarmStats().Warm
+	rw, w3, w4 := runWith(warm)
+	if warm.WarmStats().Warm != before+1 {
+		t.Fatalf("the run with extras went cold: %+v", warm.WarmStats())
+	}
+	if rc.Stdout != rw.Stdout || rc.Stderr != rw.Stderr || c3 != w3 || c4 != w4 || rc.ExitCode != 0 {
+		t.Errorf("cold %q %q %q %q, warm %q %q %q %q", rc.Stdout, rc.Stderr, c3, c4, rw.Stdout, rw.Stderr, w3, w4)
+	}
 }
