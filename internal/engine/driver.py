@@ -135,7 +135,7 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
         os._exit(71)
 
     me = os.getpid()
-    st = {"term": False, "grace": 0.5}
+    st = {"term": False, "grace": 0.5, "taken": False, "status": -1, "handover": lambda: None}
 
     def tree(sig):
         for pid in _descendants(os, me):
@@ -147,6 +147,7 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     def on_term(*_):
         if not st["term"]:
             st["term"] = True
+            st["handover"]()  # for the run's grace period
             tree(signal.SIGTERM)
             signal.setitimer(signal.ITIMER_REAL, st["grace"])
 
@@ -167,29 +168,31 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     theirs.close()
     ctlsock.detach()
     os.close(ctl)
+    os.close(notify_w)  # G tells the zygote itself when it takes a request
+    # S sleeps in wait4 through the whole run: G's handover (the status pipe
+    # and the grace period) waits in the socket until S needs it, so no
+    # wakeup of S sits on the request's path.
+    mine.setblocking(False)
 
-    status = -1
-    try:
-        msg, anc, _, _ = mine.recvmsg(64, _socket.CMSG_SPACE(4 * 4))
-        fds = _fds(anc)
-    except OSError:
-        msg, fds = b"", []
-    if msg[:1] == b"T" and fds:
-        status = fds[0]
-        for fd in fds[1:]:
-            os.close(fd)
+    def handover():
+        if st["taken"]:
+            return
         try:
-            st["grace"] = max(0.001, int(msg[2:]) / 1000.0)
-        except ValueError:
-            pass
-        _note(os, notify_w, b"T%d\n" % me)
-        _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (gpid, me))
-    else:
-        # G saw EOF on the control socket (the server is retiring us) or died.
-        _note(os, notify_w, b"E%d\n" % me if msg[:1] == b"E" else b"D%d\n" % me)
-    mine.close()
-    os.close(notify_w)
+            msg, anc, _, _ = mine.recvmsg(64, _socket.CMSG_SPACE(4 * 4))
+        except OSError:
+            return
+        st["taken"] = True
+        fds = _fds(anc)
+        if msg[:1] == b"T" and fds:
+            st["status"] = fds.pop(0)
+            try:
+                st["grace"] = max(0.001, int(msg[2:]) / 1000.0)
+            except ValueError:
+                pass
+        for fd in fds:
+            os.close(fd)
 
+    st["handover"] = handover
     main = None
     while True:
         try:
@@ -201,8 +204,10 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
         if main is not None:
             tree(signal.SIGKILL)  # leftovers (daemons, setsid grandchildren) end with the run
     signal.setitimer(signal.ITIMER_REAL, 0)
+    handover()
+    status = st["status"]
     if status < 0:
-        os._exit(0)
+        os._exit(0)  # a spare that never ran (EOF, or killed)
     code, sig = 0, 0
     if main is not None:
         if os.WIFEXITED(main):
@@ -270,7 +275,6 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     """G: wait for one request, then become `python -u FILE ARGS...`."""
     global _inherited
     _inherited = keep
-    os.close(notify_w)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
         signal.signal(s, signal.SIG_DFL)
@@ -282,10 +286,12 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
         msg, anc = b"", []
     fds = _fds(anc)
     f = msg.split(b"\0")
+    sup_pid = os.getppid()
     if f[0] != b"RUN" or len(fds) < 4:
+        # EOF: the server closed the control socket; the zygote winds down.
         for fd in fds:
             os.close(fd)
-        sup.send(b"E")
+        _note(os, notify_w, b"E%d\n" % sup_pid)
         os._exit(0)
     # Out of the way of the numbers they are going to take (0-2, 3+ for the
     # extra files).
@@ -300,6 +306,9 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
         sup.sendmsg([b"T " + f[3]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:
         os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
+    _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
+    _note(os, notify_w, b"T%d\n" % sup_pid)  # the zygote forks the next spare
+    os.close(notify_w)
     sup.close()
     ctlsock.detach()
 
