@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -487,5 +488,72 @@ print(pyexec_helper_mod.hello(), sys.path[1] == os.environ['HELPER'])`
 	}
 	if rc.Stdout != rw.Stdout || rc.Stderr != rw.Stderr || c3 != w3 || c4 != w4 || rc.ExitCode != 0 {
 		t.Errorf("cold %q %q %q %q, warm %q %q %q %q", rc.Stdout, rc.Stderr, c3, c4, rw.Stdout, rw.Stderr, w3, w4)
+	}
+}
+
+// Retiring a zygote (idle, stale, evicted) lets its runs in flight finish.
+func TestWarmRetireKeepsRunsInFlight(t *testing.T) {
+	e, ws := warmEngine(t, WarmConfig{Spares: 1})
+	fifo := filepath.Join(ws, "go.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	obs := &warmStartObserver{started: make(chan int, 1)}
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := e.Run(context.Background(), Request{Code: "print(open('go.fifo').read())"}, obs)
+		done <- outcome{res, err}
+	}()
+	<-obs.started
+	z := e.warm.zygoteFor(t)
+	e.warm.retire(z)
+	if err := os.WriteFile(fifo, []byte("finished after retirement"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil || strings.TrimSpace(o.res.Stdout) != "finished after retirement" || o.res.ExitCode != 0 {
+		t.Fatalf("run in flight: %+v %v", o.res, o.err)
+	}
+	<-z.dead // and then the zygote goes
+	if st := e.WarmStats(); st.Warm != 1 {
+		t.Errorf("%+v", st)
+	}
+}
+
+// Idle zygotes are retired; MaxInterpreters evicts the least recently used.
+func TestWarmShrinkAndEvict(t *testing.T) {
+	e, _ := warmEngine(t, WarmConfig{Spares: 1, IdleTimeout: 100 * time.Millisecond})
+	mustRun(t, e, Request{Code: "print(1)"})
+	z := e.warm.zygoteFor(t)
+	<-z.dead // retired by the janitor once idle
+	if z2 := e.warm.zygoteFor(t); z2 != nil {
+		t.Errorf("an idle zygote is still pooled")
+	}
+
+	e2, _ := warmEngine(t, WarmConfig{Spares: 1, MaxInterpreters: 1})
+	var other Interpreter
+	def, _ := e2.DefaultInterpreter(context.Background())
+	for _, it := range e2.Interpreters(context.Background()) {
+		if eligibleVersion(it.Version) && it.Path != def.Path {
+			other = it
+			break
+		}
+	}
+	if other.Path == "" {
+		t.Skip("needs a second interpreter")
+	}
+	mustRun(t, e2, Request{Code: "print(1)"})
+	first := e2.warm.zygoteFor(t)
+	res := mustRun(t, e2, Request{Code: "import sys; print(sys.executable)", Python: other.Path})
+	if strings.TrimSpace(res.Stdout) != other.Path {
+		t.Fatalf("ran %q, want %s", res.Stdout, other.Path)
+	}
+	<-first.dead // evicted for the second interpreter
+	if z := e2.warm.zygoteFor(t); z == nil || z.key != other.Path {
+		t.Errorf("want only %s's zygote pooled, have %+v", other.Path, z)
 	}
 }
