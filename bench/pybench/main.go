@@ -47,14 +47,15 @@ func main() {
 	n := flag.Int("n", 200, "samples per row (MCP rows: sequential calls)")
 	nSlow := flag.Int("n-slow", 40, "samples for the slow rows (uv run)")
 	heavy := flag.String("heavy", "sympy", "a heavy installed module for the preload rows (skipped if not importable)")
+	quick := flag.Bool("quick", false, "only rows a, c, d and e (for iterating)")
 	flag.Parse()
-	if err := run(*n, *nSlow, *heavy); err != nil {
+	if err := run(*n, *nSlow, *heavy, *quick); err != nil {
 		fmt.Fprintln(os.Stderr, "pybench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, nSlow int, heavy string) error {
+func run(n, nSlow int, heavy string, quick bool) error {
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "pybench-")
 	if err != nil {
@@ -87,7 +88,9 @@ func run(n, nSlow int, heavy string) error {
 	})})
 
 	// (b) uv run.
-	if uv := findUV(py); uv != "" {
+	if quick {
+		// skipped
+	} else if uv := findUV(py); uv != "" {
 		add(&row{id: "b", name: "uv run --no-project python -c 'print(1)'", note: uv, samples: sample(nSlow, func() error {
 			cmd := exec.Command(uv, "run", "--no-project", "python", "-c", "print(1)")
 			cmd.Dir = ws
@@ -126,8 +129,13 @@ func run(n, nSlow int, heavy string) error {
 
 	// Preload rows.
 	imp := engine.Request{Code: "import json, decimal; print(1)"}
-	add(&row{id: "i", name: "`import json, decimal; print(1)`: engine cold", samples: sample(n/2, engineRun(coldEng, imp))})
-	add(&row{id: "j", name: "`import json, decimal; print(1)`: engine warm", samples: sample(n/2, engineRun(warmEng, imp))})
+	if quick {
+		heavy = ""
+	}
+	if !quick {
+		add(&row{id: "i", name: "`import json, decimal; print(1)`: engine cold", samples: sample(n/2, engineRun(coldEng, imp))})
+		add(&row{id: "j", name: "`import json, decimal; print(1)`: engine warm", samples: sample(n/2, engineRun(warmEng, imp))})
+	}
 	preEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-pre"), Warm: engine.WarmConfig{Spares: 2, Preload: []string{"json", "decimal"}}})
 	if err != nil {
 		return err
@@ -136,7 +144,9 @@ func run(n, nSlow int, heavy string) error {
 	if err := awaitWarm(preEng, engineRun(preEng, imp)); err != nil {
 		return err
 	}
-	add(&row{id: "k", name: "`import json, decimal; print(1)`: engine warm, --preload json,decimal", samples: sample(n/2, engineRun(preEng, imp))})
+	if !quick {
+		add(&row{id: "k", name: "`import json, decimal; print(1)`: engine warm, --preload json,decimal", samples: sample(n/2, engineRun(preEng, imp))})
+	}
 	if heavy != "" && exec.Command(py, "-c", "import "+heavy).Run() == nil {
 		hreq := engine.Request{Code: "import " + heavy + "; print(1)"}
 		add(&row{id: "l", name: fmt.Sprintf("`import %s; print(1)`: engine cold", heavy), samples: sample(max(nSlow/2, 5), engineRun(coldEng, hreq))})
@@ -158,13 +168,15 @@ func run(n, nSlow int, heavy string) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build pyexec (run from the module root): %w", err)
 	}
-	e, g, rss, err := mcpStdio(ctx, bin, ws, filepath.Join(tmp, "state-mcp"), max(n, 200))
+	e, g, rss, err := mcpStdio(ctx, bin, ws, filepath.Join(tmp, "state-mcp"), max(n, 200), quick)
 	if err != nil {
 		return fmt.Errorf("mcp over stdio: %w", err)
 	}
 	add(e)
-	add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
-	add(g)
+	if !quick {
+		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
+		add(g)
+	}
 
 	// The table.
 	base := median(a.samples)
@@ -186,6 +198,10 @@ func run(n, nSlow int, heavy string) error {
 		fmt.Printf("| %s | %s%s | %d | %s | %s | %s | %.3fx |\n", r.id, r.name, note, len(r.samples), ms(m), ms(pct(r.samples, 95)), ms(pct(r.samples, 99)), float64(m)/float64(base))
 	}
 	fmt.Println()
+	if quick {
+		fmt.Printf("engine warm %.0f runs/s vs engine cold %.0f (%.1fx)\n", perSec(d.samples), perSec(c.samples), perSec(d.samples)/perSec(c.samples))
+		return nil
+	}
 	fmt.Printf("Sequential throughput (runs/s, 1/mean): python cold %.0f; engine cold %.0f; engine warm %.0f (%.1fx engine cold, %.1fx python cold); MCP stdio %.0f calls/s.\n",
 		perSec(a.samples), perSec(c.samples), perSec(d.samples), perSec(d.samples)/perSec(c.samples), perSec(d.samples)/perSec(a.samples), perSec(e.samples))
 	fmt.Printf("Server RSS (pyexec mcp, /proc/PID/status): idle %.1f MB; during a 200 MB stdout flood peak VmRSS %.1f MB (growth %.1f MB), VmHWM %.1f MB; flood call took %s and returned %d bytes inline of %d.\n",
@@ -257,7 +273,7 @@ type rssReport struct {
 
 // mcpStdio measures (e) sequential run_python calls, (g) 20-snippet
 // batches and (h) the server's memory, against `pyexec mcp`.
-func mcpStdio(ctx context.Context, bin, ws, state string, n int) (*row, *row, rssReport, error) {
+func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*row, *row, rssReport, error) {
 	var rep rssReport
 	cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
@@ -295,6 +311,12 @@ func mcpStdio(ctx context.Context, bin, ws, state string, n int) (*row, *row, rs
 		}
 	}
 	e := &row{id: "e", name: "`run_python` print(1) via `pyexec mcp` over stdio (go-sdk client, sequential)", samples: sample(n, runPrint1)}
+	if z := processesWith(filepath.Join(state, "warm", "driver-")); len(z) == 0 {
+		e.note = "no warm interpreter running: these calls were cold"
+	}
+	if quick {
+		return e, nil, rep, nil
+	}
 
 	codes := make([]any, 20)
 	for i := range codes {
@@ -462,4 +484,21 @@ func kernel() string {
 		return runtime.GOOS
 	}
 	return "Linux " + strings.TrimSpace(string(data))
+}
+
+// processesWith lists the live processes whose command line contains s.
+func processesWith(s string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(data), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
