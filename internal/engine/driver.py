@@ -88,8 +88,13 @@ def _zygote():
         while not eof and len(live) < spares:
             pid = os.fork()
             if pid == 0:
-                _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_CHILD_SUBREAPER, keep)
-                os._exit(70)  # not reached
+                # A fork must never fall back into this loop (it would become a
+                # second zygote): whatever happens, it ends here.
+                try:
+                    _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_CHILD_SUBREAPER, keep)
+                except BaseException:  # noqa: BLE001
+                    _die()
+                _die()
             live.add(pid)
         if eof:
             break
@@ -162,9 +167,12 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     gpid = os.fork()
     if gpid == 0:
-        mine.close()
-        _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep)
-        os._exit(70)  # not reached
+        try:
+            mine.close()
+            _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep)
+        except BaseException:  # noqa: BLE001
+            _die()
+        _die()
     theirs.close()
     ctlsock.detach()
     os.close(ctl)
@@ -221,6 +229,18 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
           % (code, sig, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024))
     os._exit(0)
+
+
+def _die():
+    """End a fork whose driver code failed (never the script: _run handles
+    that and always exits itself)."""
+    try:
+        import traceback
+
+        if sys.exc_info()[0] is not None:
+            os.write(2, ("pyexec warm driver: " + traceback.format_exc()).encode("utf-8", "replace"))
+    finally:
+        os._exit(70)
 
 
 def _descendants(os, root):
