@@ -109,11 +109,16 @@ func run(warmN, coldN int) error {
 		if err != nil {
 			return err
 		}
+		// A started server has probed its default interpreter already.
+		if _, err := e.DefaultInterpreter(ctx); err != nil {
+			return err
+		}
 		d, err := once(e, engine.Request{Code: code, Dependencies: deps})
 		if err != nil {
 			return err
 		}
 		coldPyexec = append(coldPyexec, d)
+		e.Close() // background sealing is not part of the first run, but must not overlap the uv run
 
 		cmd := exec.Command(uv, "run", "--no-project", "--no-index", "--find-links", wheelDir, "--offline",
 			"--python", interp.Path, "--with", deps[0], "--with", deps[1], "python", script)

@@ -19,6 +19,7 @@ type engineFlags struct {
 	maxTimeout     float64
 	outputCap      int
 	maxWorkers     int
+	sandbox        sandboxFlags
 	deps           depsFlags // envs.go
 	warm           int
 	preload        string
@@ -38,13 +39,20 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
 	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	f.sandbox.register(fs)
 	f.deps.register(fs)
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 }
 
-func (f *engineFlags) config() engine.Config {
+func (f *engineFlags) config() (engine.Config, error) {
+	box, err := f.sandbox.settings()
+	if err != nil {
+		return engine.Config{}, err
+	}
 	return engine.Config{
+		Sandbox:        box,
+		RunAs:          f.sandbox.runAs,
 		Workspace:      f.workspace,
 		StateDir:       f.stateDir,
 		Python:         f.python,
@@ -54,7 +62,7 @@ func (f *engineFlags) config() engine.Config {
 		OutputCap:      f.outputCap,
 		Deps:           f.deps.config(),
 		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
-	}
+	}, nil
 }
 
 func splitList(s string) []string {
@@ -68,7 +76,11 @@ func splitList(s string) []string {
 }
 
 func (f *engineFlags) executor() (*executor.Local, error) {
-	eng, err := engine.New(f.config())
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,14 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
 	}
 	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
+	sb := info.Sandbox
+	fmt.Fprintf(w, "sandbox\t%s, network %s, run-as %s, best-effort %v\n", sb.Policy, sb.Network, sb.RunAs, sb.BestEffort)
+	fmt.Fprintf(w, "runs execute as\t%s\n", sb.RunsAs)
+	fmt.Fprintf(w, "run limits\tmemory %d B, cpu %d s, processes %d, file size %d B, open files %d (-1: unlimited)\n",
+		sb.Limits.MemoryBytes, sb.Limits.CPUSeconds, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes, sb.Limits.OpenFiles)
 	w.Flush()
+	fmt.Fprintln(stdout, "\nconfinement on this kernel:")
+	fmt.Fprint(stdout, sb.Capabilities.String())
 	fmt.Fprintln(stdout, "\ninterpreters (newest first):")
 	w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, it := range info.Interpreters {

@@ -80,7 +80,12 @@ func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args[1:], engineAliases, stderr); !ok {
 		return code
 	}
-	eng, err := engine.New(ef.config())
+	cfg, err := ef.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec envs: %v\n", err)
+		return 2
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec envs: %v\n", err)
 		return 1

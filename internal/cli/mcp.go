@@ -31,7 +31,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 		return 1
 	}
-	defer ex.Engine().Close() // stops the warm interpreters
+	defer ex.Engine().Close() // after the jobs: stops warm interpreters, lets new environments finish sealing
 	cfg := ex.Engine().Config()
 	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 	jx, err := jf.open(ctx, ex, logger)

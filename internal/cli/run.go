@@ -78,12 +78,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// One run per process: a warm interpreter would only cost a second start.
 	ef.warm = 0
-	eng, err := engine.New(ef.config())
+	cfg, err := ef.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
+		return 2
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
 		return 1
 	}
-	defer eng.Close()
+	defer eng.Close() // a new dependency environment finishes sealing before exit
 	res, err := eng.Run(ctx, req, &terminal{stdout: stdout, stderr: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
@@ -92,6 +97,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	}
+	if res.LimitExceeded != "" {
+		fmt.Fprintf(stderr, "\n[LIMIT] the run exceeded its %s limit\n", res.LimitExceeded)
+	}
+	for _, n := range res.SandboxNotes {
+		fmt.Fprintf(stderr, "[sandbox] %s\n", n)
 	}
 	switch {
 	case res.TimedOut:

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Defaults of the limits every run is held to.
@@ -44,6 +46,16 @@ type Config struct {
 	// Launcher is the binary re-executed as the per-run launcher; default
 	// /proc/self/exe (see package launcher).
 	Launcher string
+
+	// Sandbox is the confinement policy, network setting and resource
+	// limits of every run (zero value: workspace policy, default limits).
+	// Requests may only tighten it.
+	Sandbox sandbox.Settings
+	// RunAs says who Python runs as when the server is root: "auto"
+	// (default: nobody when it can reach the interpreter and write the cwd,
+	// else root without capabilities), "none", or a user (see
+	// sandbox.ChooseRunAs).
+	RunAs string
 
 	// Warm configures warm interpreters (pool.go); zero: off.
 	Warm WarmConfig
@@ -89,6 +101,16 @@ func (c *Config) setDefaults() error {
 	if c.KillGrace <= 0 {
 		c.KillGrace = DefaultKillGrace
 	}
+	if c.Sandbox.Policy == "" {
+		c.Sandbox.Policy = sandbox.DefaultPolicy
+	}
+	if _, err := sandbox.ParsePolicy(string(c.Sandbox.Policy)); err != nil {
+		return err
+	}
+	if _, err := sandbox.ParseNetwork(string(c.Sandbox.Network)); err != nil {
+		return err
+	}
+	c.Sandbox.Limits = c.Sandbox.Limits.WithDefaults()
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
@@ -19,6 +20,7 @@ type Engine struct {
 	cfg     Config
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
+	caps    capsCache      // what the kernel can enforce (sandbox.go)
 	warm    *warmPool      // nil when warm interpreters are off (pool.go)
 }
 
@@ -39,6 +41,16 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, envs: envs}
 	e.warm = newWarmPool(e)
 	return e, nil
+}
+
+// Close waits for the engine's background work to finish: new dependency
+// environments are sealed (bytecode compiled, made read-only) after their
+// first run has started. It stops the warm interpreters (runs still in
+// flight on them are killed). The engine must not be used afterwards.
+func (e *Engine) Close() error {
+	e.closeWarm()
+	e.envs.Wait()
+	return nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -91,6 +103,9 @@ type prepared struct {
 	uv       *envUse // the uv environment the run uses, or nil
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
+
+	sandbox      *sandbox.Spec
+	sandboxNotes []string
 }
 
 func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
@@ -144,6 +159,11 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		return nil, err
 	}
 	x.applyAfter(env)
+	box, boxNotes, err := e.sandboxFor(req, cwd, file, tmpDir, interp, env, x.PythonPath)
+	if err != nil {
+		os.RemoveAll(tmpDir)
+		return nil, err
+	}
 	argv := append([]string{interp.Path, "-u", file}, req.Args...)
 	envList := env.list()
 	if err := checkEnvSize(envList, argv); err != nil {
@@ -153,6 +173,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
+		sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }
 

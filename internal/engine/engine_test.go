@@ -29,6 +29,7 @@ func newTestEngine(t *testing.T, mutate ...func(*Config)) (*Engine, string) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { e.Close() })
 	return e, e.Config().Workspace
 }
 

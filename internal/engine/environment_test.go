@@ -93,6 +93,7 @@ func TestRunDependenciesHotPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { again.Close() })
 	second := run(t, again, req)
 	if second.Stdout != "ok\n" || second.Executable != first.Executable || again.Environments().Builds() != 0 {
 		t.Fatalf("second run: %+v", second)
@@ -182,6 +183,7 @@ func TestRunInProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { noUV.Close() })
 	if res := run(t, noUV, Request{Code: "print(1)", Cwd: "proj"}); res.ExecutionStrategy != StrategySystem || res.Stdout != "1\n" {
 		t.Fatalf("project run without uv: %+v", res)
 	}
@@ -194,6 +196,7 @@ func TestRunInProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { off.Close() })
 	if res := run(t, off, Request{Code: "print(1)", Cwd: "proj"}); res.ExecutionStrategy != StrategySystem {
 		t.Fatalf("NoProjects: %+v", res)
 	}

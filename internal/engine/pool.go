@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pyexec/pyexec/internal/launcher"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Warm interpreters.
@@ -98,7 +99,7 @@ type runProcess interface {
 
 // startProcess starts p warm when it can, cold otherwise.
 func (e *Engine) startProcess(p *prepared, opts launcher.Options) (runProcess, error) {
-	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace, ExtraFiles: len(p.extraFiles)}
+	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace, ExtraFiles: len(p.extraFiles), Sandbox: p.sandbox}
 	if e.warm != nil {
 		if r := e.warm.start(p, opts); r != nil {
 			return r, nil
@@ -111,13 +112,12 @@ func (e *Engine) startProcess(p *prepared, opts launcher.Options) (runProcess, e
 	return proc, nil
 }
 
-// Close stops the warm interpreters (runs still in flight on them are
-// killed). The engine must not be used afterwards.
-func (e *Engine) Close() error {
+// closeWarm stops the warm interpreters (runs still in flight on them are
+// killed); Engine.Close calls it.
+func (e *Engine) closeWarm() {
 	if e.warm != nil {
 		e.warm.close()
 	}
-	return nil
 }
 
 // WarmStats reports how runs were started so far.
@@ -162,12 +162,22 @@ var (
 	forcedEngines []*Engine
 )
 
+// forcedSandbox is what forced-warm tests use for engines that leave the
+// sandbox at its default: the settings warm runs support so far.
+var forcedSandbox = sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
+
 const retryAfterFailure = 30 * time.Second
 
 func newWarmPool(e *Engine) *warmPool {
 	cfg := e.cfg.Warm
 	if cfg.Spares <= 0 && !cfg.off && forcedWarm != nil && len(cfg.Preload) == 0 && cfg.MaxInterpreters == 0 {
 		cfg = *forcedWarm
+		if e.cfg.Sandbox == (sandbox.Settings{Policy: sandbox.DefaultPolicy, Limits: sandbox.Limits{}.WithDefaults()}) {
+			// Sandboxed runs do not run warm yet: tests that leave the
+			// sandbox at its default get the warmable one (tests of the
+			// sandbox set their own settings or tighten per request).
+			e.cfg.Sandbox = forcedSandbox
+		}
 		forcedMu.Lock()
 		forcedEngines = append(forcedEngines, e)
 		forcedMu.Unlock()
@@ -191,13 +201,22 @@ func newWarmPool(e *Engine) *warmPool {
 	go func() {
 		defer w.bg.Done()
 		interp, err := e.defaultInterpreter(context.Background())
+		if err != nil || !eligibleVersion(interp.Version) {
+			return
+		}
+		settings, err := e.sandboxSettings(&Request{})
 		if err != nil {
 			return
 		}
+		box := &sandbox.Spec{Settings: settings}
+		if warmSandboxIneligible(box) != "" {
+			return // the server's default runs cannot run warm
+		}
+		key := warmKey(&prepared{interp: interp, sandbox: box})
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if !w.closed && w.zs[interp.Path] == nil && eligibleVersion(interp.Version) {
-			w.startLocked(interp)
+		if !w.closed && w.zs[key] == nil {
+			w.startLocked(key, interp, box)
 		}
 	}()
 	return w
@@ -234,6 +253,10 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		return w.cold(reason)
 	}
 	r, err := z.start(p, opts, w.e.cfg.KillGrace)
+	if r != nil && p.sandbox != nil {
+		r.limits = p.sandbox.Limits.WithDefaults()
+		r.boxed = true
+	}
 	if err != nil {
 		// The zygote is gone (or going): retire it and run cold; a new one
 		// starts with the next request.
@@ -254,6 +277,9 @@ func (w *warmPool) ineligible(p *prepared) string {
 	}
 	if len(p.extraFiles) > maxExtraFiles {
 		return "too many extra files"
+	}
+	if reason := warmSandboxIneligible(p.sandbox); reason != "" {
+		return reason
 	}
 	size := len(p.dir)
 	for _, s := range p.argv {
@@ -303,6 +329,55 @@ func (w *warmPool) sourceHasNUL(path string) bool {
 		w.mu.Unlock()
 	}
 	return false
+}
+
+// warmSandboxIneligible says why a run confined by s cannot run warm. The
+// zygote is started through the launcher with the run's sandbox settings,
+// so what applies per process and is the same for every run (rlimits) it
+// passes on to its forks. What the launcher sets up per run (a cgroup for
+// memory and process caps, a Landlock ruleset naming the run's tmp dir and
+// code file, run-as, namespaces) the warm path does not do yet: such runs
+// start cold.
+func warmSandboxIneligible(s *sandbox.Spec) string {
+	if s == nil {
+		return ""
+	}
+	lim := s.Limits.WithDefaults()
+	switch {
+	case s.Policy != sandbox.PolicyNone:
+		return "sandbox " + string(s.Policy)
+	case s.EffectiveNetwork() != sandbox.NetworkAllow:
+		return "network deny"
+	case s.RunAs != nil:
+		return "run-as"
+	case lim.MemoryBytes > 0 || lim.MaxProcs > 0:
+		return "memory/process limits (per-run cgroup)"
+	}
+	return ""
+}
+
+// warmKey names the zygote a run needs: its interpreter and the sandbox
+// settings the zygote is confined with.
+func warmKey(p *prepared) string {
+	if p.sandbox == nil {
+		return p.interp.Path
+	}
+	b, _ := json.Marshal(p.sandbox.Settings)
+	return p.interp.Path + "\x00" + string(b)
+}
+
+// warmLimit is the sandbox's classify for what a zygote's runs can hit
+// (rlimits only: there is no per-run cgroup on the warm path).
+func warmLimit(ev launcher.Event, lim sandbox.Limits) string {
+	switch {
+	case ev.Signal == int(syscall.SIGXCPU):
+		return sandbox.LimitCPU
+	case ev.Signal == int(syscall.SIGKILL) && lim.CPUSeconds > 0 && ev.UserSeconds+ev.SystemSeconds >= float64(lim.CPUSeconds):
+		return sandbox.LimitCPU
+	case ev.Signal == int(syscall.SIGXFSZ):
+		return sandbox.LimitFileSize
+	}
+	return ""
 }
 
 // maxWarmRequest keeps a request within one control message.
@@ -398,7 +473,7 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 // acquire finds the ready zygote for p's interpreter, starting one when
 // there is none.
 func (w *warmPool) acquire(p *prepared) (*zygote, string) {
-	key := p.interp.Path
+	key := warmKey(p)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -410,7 +485,7 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 			w.mu.Unlock()
 			return nil, "warm interpreter failed"
 		}
-		z = w.startLocked(p.interp)
+		z = w.startLocked(key, p.interp, p.sandbox)
 	}
 	w.mu.Unlock()
 	if z == nil {
@@ -450,10 +525,10 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 }
 
 // startLocked starts a zygote for interp in the background (w.mu held).
-func (w *warmPool) startLocked(interp Interpreter) *zygote {
+func (w *warmPool) startLocked(key string, interp Interpreter, box *sandbox.Spec) *zygote {
 	w.driverOnce.Do(func() { w.driverPath, w.driverErr = w.writeDriver() })
 	if w.driverErr != nil {
-		w.failedAt[interp.Path] = time.Now()
+		w.failedAt[key] = time.Now()
 		return nil
 	}
 	// Make room: retire the least recently used.
@@ -466,13 +541,13 @@ func (w *warmPool) startLocked(interp Interpreter) *zygote {
 		}
 		w.retireLocked(lru)
 	}
-	z, err := w.spawn(interp)
+	z, err := w.spawn(key, interp, box)
 	if err != nil {
-		w.failedAt[interp.Path] = time.Now()
+		w.failedAt[key] = time.Now()
 		return nil
 	}
-	w.zs[interp.Path] = z
-	delete(w.failedAt, interp.Path)
+	w.zs[key] = z
+	delete(w.failedAt, key)
 	w.bg.Add(1)
 	go func() {
 		defer w.bg.Done()
@@ -595,7 +670,7 @@ type pathStamp struct {
 	modTime time.Time
 }
 
-func (w *warmPool) spawn(interp Interpreter) (*zygote, error) {
+func (w *warmPool) spawn(key string, interp Interpreter, box *sandbox.Spec) (*zygote, error) {
 	e := w.e
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -615,7 +690,8 @@ func (w *warmPool) spawn(interp Interpreter) (*zygote, error) {
 		return nil, err
 	}
 	defer logW.Close()
-	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "warm-")
+	// Its own TMPDIR, beside the driver rather than among the runs' ones.
+	tmpDir, err := os.MkdirTemp(filepath.Join(e.cfg.StateDir, "warm"), "tmp-")
 	if err != nil {
 		conn.Close()
 		logR.Close()
@@ -623,12 +699,17 @@ func (w *warmPool) spawn(interp Interpreter) (*zygote, error) {
 	}
 	env := e.baseEnv(interp, StrategySystem, tmpDir).list()
 	z := &zygote{
-		key: interp.Path, conn: conn, startupEnv: startupEnv(env), tmpDir: tmpDir,
+		key: key, conn: conn, startupEnv: startupEnv(env), tmpDir: tmpDir,
 		ready: make(chan struct{}), dead: make(chan struct{}), log: newCapture(8 << 10),
 	}
 	z.lastUsed.Store(time.Now().UnixNano())
 	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(w.cfg.Spares), strings.Join(w.cfg.Preload, ",")}
-	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: env, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace},
+	var zbox *sandbox.Spec
+	if box != nil {
+		// The run's settings (so its rlimits), as a run of its own.
+		zbox = &sandbox.Spec{Settings: box.Settings, RunID: filepath.Base(tmpDir), Workspace: e.cfg.Workspace, TmpDir: tmpDir}
+	}
+	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: env, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace, Sandbox: zbox},
 		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW,
 			OnStart: func(pid int) { z.pid.Store(int64(pid)) }})
 	if err != nil {
@@ -800,6 +881,9 @@ type warmRun struct {
 	killed   atomic.Bool
 
 	termOnce sync.Once
+
+	boxed  bool           // the run has a sandbox spec: report like the launcher
+	limits sandbox.Limits // its effective limits
 }
 
 func (r *warmRun) readStatus(f *os.File, br *bufio.Reader) {
@@ -866,7 +950,11 @@ func (r *warmRun) Wait() (launcher.Event, error) {
 		return *r.startErr, errors.New(r.startErr.Error)
 	}
 	if r.gotFinal {
-		return r.final, nil
+		ev := r.final
+		if r.boxed {
+			ev.Sandbox = &sandbox.Report{LimitExceeded: warmLimit(ev, r.limits)}
+		}
+		return ev, nil
 	}
 	// The supervisor died without reporting (killed by the backstop).
 	ev := launcher.Event{Kind: launcher.EventExit, ExitCode: -1}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/launcher"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // readChunk is the pipe read size: big enough that a flood costs few
@@ -83,8 +84,12 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 	select {
 	case <-proc.Done():
 	case <-timer.C:
-		timedOut = true
-		proc.Terminate()
+		select {
+		case <-proc.Done(): // finished as the timer fired: not a timeout
+		default:
+			timedOut = true
+			proc.Terminate()
+		}
 	case <-ctx.Done():
 		cancelled = true
 		proc.Terminate()
@@ -104,6 +109,10 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 	outR.Close()
 	errR.Close()
 
+	if p.sandbox != nil && ev.Sandbox == nil {
+		// The launcher died before it could sweep the run's cgroup.
+		_ = sandbox.Cleanup(p.sandbox.RunID)
+	}
 	if waitErr != nil {
 		// Python never started (the launcher reported why).
 		return Result{}, fmt.Errorf("start %s: %w", p.interp.Path, waitErr)
@@ -117,7 +126,25 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		fmt.Fprintf(stderr, "\n[CANCELLED] killed after %.1fs: the request was cancelled\n", elapsed.Seconds())
 	}
 
+	limit, boxNotes := "", p.sandboxNotes
+	if ev.Sandbox != nil {
+		text, _ := stderr.Text()
+		limit = sandbox.LimitFromStderr(*ev.Sandbox, text[max(0, len(text)-4096):], ev.ExitCode)
+		if n := ev.Sandbox.Notes(); n != "" {
+			boxNotes = append(boxNotes, n)
+		}
+		if ev.Sandbox.CleanupError != "" {
+			boxNotes = append(boxNotes, "cleanup: "+ev.Sandbox.CleanupError)
+		}
+	}
+	if limit != "" {
+		fmt.Fprint(stderr, limitNote(limit, p.sandbox.Limits.WithDefaults()))
+	}
+
 	res := Result{
+		LimitExceeded:     limit,
+		Sandbox:           sandboxSummary(p.sandbox),
+		SandboxNotes:      boxNotes,
 		ExitCode:          ev.ExitCode,
 		TimedOut:          timedOut,
 		ElapsedSeconds:    elapsed.Seconds(),

@@ -3,6 +3,8 @@
 // executor) and renders the Result it gets back.
 package engine
 
+import "github.com/pyexec/pyexec/internal/sandbox"
+
 // Request describes one Python run. The same struct is the wire format of the
 // MCP tools and the REST API, so its field names follow the seeds' names and
 // every field carries a description for the generated JSON schema.
@@ -22,6 +24,10 @@ type Request struct {
 	Dependencies []string `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements to install, like [\"requests>=2\", \"numpy\"]. Added to the script's PEP 723 metadata. Resolved once with uv into a cached environment; later runs with the same list start as fast as runs without."`
 
 	Timeout float64 `json:"timeout,omitempty" jsonschema:"Hard time limit in seconds; on timeout the whole process tree is killed and partial output is kept. Without it: 30 s for batch entries and plain runs (capped by the server maximum, default 600 s); run_python calls, which can continue as background jobs, are limited by the job timeout (default 3600 s), which also caps this value."`
+
+	Sandbox string          `json:"sandbox,omitempty" jsonschema:"Confinement for this run: workspace (writes only in the workspace and a private temp dir) or strict (also no network and reads limited to Python and the workspace). May only tighten the server's policy."`
+	Network string          `json:"network,omitempty" jsonschema:"deny to run without network access. May only tighten the server's setting."`
+	Limits  *sandbox.Limits `json:"limits,omitempty" jsonschema:"Resource limits for this run; each may only be lower than the server's."`
 }
 
 // Result is what a finished (or killed) run produced. Output fields are capped
@@ -43,6 +49,10 @@ type Result struct {
 	PeakRSSBytes     int64   `json:"peak_rss_bytes" jsonschema:"Largest resident set size reached by any one process of the run, from the kernel's rusage (exact, not sampled)."`
 
 	ResolvedDependencies []string `json:"resolved_dependencies,omitempty" jsonschema:"Exact versions (name==version) installed in the uv environment the run used; absent when it used none."`
+
+	LimitExceeded string   `json:"limit_exceeded,omitempty" jsonschema:"Which resource limit the run hit, when it hit one: memory, cpu, processes or file_size (derived from kernel evidence, not guessed from the exit code)."`
+	Sandbox       string   `json:"sandbox,omitempty" jsonschema:"Confinement the run had: policy, network and the user it ran as."`
+	SandboxNotes  []string `json:"sandbox_notes,omitempty" jsonschema:"What the sandbox could not enforce on this machine (best-effort mode) or downgraded, e.g. running as root without capabilities because the run-as user cannot write the workspace."`
 
 	StdoutBytes     int64 `json:"stdout_bytes" jsonschema:"Total number of bytes the script wrote to stdout, including any not returned inline."`
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`

@@ -18,6 +18,9 @@ func (e *Engine) Validate(ctx context.Context, req Request) error {
 	if _, err := e.timeout(req.Timeout); err != nil {
 		return err
 	}
+	if _, err := e.sandboxSettings(&req); err != nil {
+		return err
+	}
 	cwd, err := e.resolveCwd(req.Cwd)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Executor is what the front ends talk to.
@@ -68,6 +69,19 @@ type Info struct {
 	Interpreters       []engine.Interpreter `json:"interpreters" jsonschema:"Interpreters installed on this machine, newest first (select one with python_version)."`
 	UV                 string               `json:"uv" jsonschema:"uv version, or 'not installed'."`
 	Limits             Limits               `json:"limits" jsonschema:"Limits every run is held to."`
+	Sandbox            SandboxInfo          `json:"sandbox" jsonschema:"Confinement every run gets, and what this kernel can enforce."`
+}
+
+// SandboxInfo is the server's confinement configuration and the kernel's
+// capabilities, for server_info and doctor.
+type SandboxInfo struct {
+	Policy       string               `json:"policy" jsonschema:"Default policy: none, workspace or strict. Requests may only tighten it."`
+	Network      string               `json:"network" jsonschema:"Network access of runs by default: allow or deny."`
+	RunAs        string               `json:"run_as" jsonschema:"Who Python runs as when the server is root: auto, none, or a user."`
+	RunsAs       string               `json:"runs_as" jsonschema:"Who runs of the default interpreter in the workspace actually execute as, and why (e.g. nobody, or root without capabilities because nobody cannot reach the state dir)."`
+	BestEffort   bool                 `json:"best_effort" jsonschema:"True when runs proceed even if the kernel cannot enforce the whole policy (what was skipped is reported per result)."`
+	Limits       sandbox.Limits       `json:"limits" jsonschema:"Resource limits of every run (-1: unlimited)."`
+	Capabilities sandbox.Capabilities `json:"capabilities" jsonschema:"Which confinement mechanisms this kernel offers and, for each missing one, why."`
 }
 
 // Limits are the server-wide limits, as reported to clients.

@@ -95,9 +95,11 @@ func TestJobTimeoutIsTheJobsOwn(t *testing.T) {
 }
 
 func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
-	lj := openJobs(t, engine.Config{}, jobs.Config{})
+	// The pid file goes in the workspace: the sandbox lets runs write only there.
+	ws := t.TempDir()
+	lj := openJobs(t, engine.Config{Workspace: ws}, jobs.Config{})
 	ctx := context.Background()
-	pidFile := filepath.Join(t.TempDir(), "pid")
+	pidFile := filepath.Join(ws, "pid")
 	code := fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
 	out, err := lj.RunOrHandoff(ctx, engine.Request{Code: code}, SyncOptions{Budget: 300 * time.Millisecond, Label: "long"}, nil)
 	if err != nil {

@@ -116,6 +116,15 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			MaxBatch:              MaxBatch,
 			MaxWorkers:            l.maxWorkers,
 		},
+		Sandbox: SandboxInfo{
+			Policy:       string(cfg.Sandbox.Policy),
+			Network:      string(cfg.Sandbox.EffectiveNetwork()),
+			RunAs:        cfg.RunAs,
+			RunsAs:       l.eng.RunAsPreview(ctx),
+			BestEffort:   cfg.Sandbox.BestEffort,
+			Limits:       cfg.Sandbox.Limits,
+			Capabilities: l.eng.Capabilities(),
+		},
 	}, nil
 }
 

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,22 +60,18 @@ func run() int {
 		unix.CloseOnExec(extraFD + i)
 		files = append(files, os.NewFile(uintptr(extraFD+i), fmt.Sprintf("extra-%d", i)))
 	}
-	proc, err := os.StartProcess(spec.Argv[0], spec.Argv, &os.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: files,
-	})
+	pid, box, err := start(spec, files)
 	if err != nil {
-		return fail(fmt.Errorf("start %s: %w", spec.Argv[0], err))
+		return fail(err)
 	}
 	// Our copies of the output pipes must close so the server sees EOF as
 	// soon as the last process of the run is gone.
 	for _, f := range files {
 		f.Close()
 	}
-	report(Event{Kind: EventStarted, PID: proc.Pid})
+	report(Event{Kind: EventStarted, PID: pid})
 
-	ws := supervise(proc.Pid, sigs, spec.Grace)
+	ws := supervise(pid, sigs, spec.Grace, box)
 
 	ev := Event{Kind: EventExit}
 	switch {
@@ -88,8 +87,49 @@ func run() int {
 		ev.SystemSeconds = seconds(ru.Stime)
 		ev.MaxRSSBytes = ru.Maxrss * 1024
 	}
+	if box != nil {
+		// Reads the cgroup's evidence (OOM kills, pids.max hits), sweeps
+		// and removes it.
+		rep := box.Finish(syscall.WaitStatus(ws), ev.UserSeconds+ev.SystemSeconds)
+		ev.Sandbox = &rep
+	}
 	report(ev)
 	return 0
+}
+
+// start starts Python with files as its fds 0, 1, 2, 3..., confined when
+// the spec carries a sandbox. The sandbox's rlimits are set on this process
+// (Python inherits them), so nothing else may be started after it.
+func start(spec Spec, files []*os.File) (int, *sandbox.Run, error) {
+	if spec.Sandbox == nil {
+		proc, err := os.StartProcess(spec.Argv[0], spec.Argv, &os.ProcAttr{
+			Dir:   spec.Dir,
+			Env:   spec.Env,
+			Files: files,
+		})
+		if err != nil {
+			return 0, nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+		}
+		return proc.Pid, nil, nil
+	}
+	box, err := sandbox.Prepare(*spec.Sandbox)
+	if err != nil {
+		return 0, nil, err
+	}
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
+	pid, err := box.Start(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: fds,
+	})
+	if err != nil {
+		box.Close()
+		return 0, nil, err
+	}
+	return pid, box, nil
 }
 
 func readSpec() (Spec, error) {
@@ -111,7 +151,7 @@ type reaped struct {
 // the wait status of the main process. Once the main process has exited,
 // every remaining descendant is killed; a termination signal sends SIGTERM
 // to the whole tree and SIGKILL after the grace period.
-func supervise(mainPID int, sigs <-chan os.Signal, grace time.Duration) unix.WaitStatus {
+func supervise(mainPID int, sigs <-chan os.Signal, grace time.Duration, box *sandbox.Run) unix.WaitStatus {
 	exits := make(chan reaped)
 	go func() {
 		defer close(exits)
@@ -150,10 +190,16 @@ func supervise(mainPID int, sigs <-chan os.Signal, grace time.Duration) unix.Wai
 		case <-sigs:
 			if killAt == nil {
 				signalTree(self, unix.SIGTERM)
+				if box != nil {
+					box.Signal(unix.SIGTERM)
+				}
 				killAt = time.After(grace)
 			}
 		case <-killAt:
 			signalTree(self, unix.SIGKILL)
+			if box != nil {
+				box.Signal(unix.SIGKILL) // the run's cgroup: forbid forks, kill all
+			}
 			killAt = time.After(grace) // keep sweeping late forks
 		}
 	}

@@ -15,7 +15,11 @@
 // process tree is collected.
 package launcher
 
-import "time"
+import (
+	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
 
 // Command is the argv[1] that makes a pyexec binary (or a test binary whose
 // TestMain calls MaybeRun) act as the launcher.
@@ -30,6 +34,10 @@ type Spec struct {
 	// ExtraFiles is how many files the server passed after the side
 	// channels (fd 5, 6, ...); Python inherits them as fd 3, 4, ...
 	ExtraFiles int `json:"extra_files,omitempty"`
+	// Sandbox, when set, confines Python (see package sandbox): applied
+	// here, between reading the spec and starting Python, never in the
+	// server.
+	Sandbox *sandbox.Spec `json:"sandbox,omitempty"`
 }
 
 // Event is one line the launcher writes on fd 4: "started" once Python runs,
@@ -46,6 +54,10 @@ type Event struct {
 	UserSeconds   float64 `json:"user_seconds,omitempty"`
 	SystemSeconds float64 `json:"system_seconds,omitempty"`
 	MaxRSSBytes   int64   `json:"max_rss_bytes,omitempty"`
+
+	// Sandbox reports what confinement did: limit hit, peak memory of the
+	// run's cgroup, mechanisms applied and skipped.
+	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
 }
 
 const (

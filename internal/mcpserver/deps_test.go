@@ -31,6 +31,7 @@ func TestRunPythonWithDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	srv := New(executor.NewLocal(eng, "test", 2), Options{Version: "test"})
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()

@@ -28,6 +28,12 @@ func writeResult(b *strings.Builder, r engine.Result, heading string) {
 		fmt.Fprintf(b, "### %s\n", heading)
 	}
 	fmt.Fprintf(b, "**%s** · exit code %d · %.3f s · %s · Python %s\n", outcome, r.ExitCode, r.ElapsedSeconds, r.ExecutionStrategy, r.PythonVersionUsed)
+	if r.LimitExceeded != "" {
+		fmt.Fprintf(b, "**limit exceeded: %s**\n", r.LimitExceeded)
+	}
+	for _, n := range r.SandboxNotes {
+		fmt.Fprintf(b, "sandbox: %s\n", n)
+	}
 	if len(r.ResolvedDependencies) > 0 {
 		fmt.Fprintf(b, "dependencies: %s\n", strings.Join(r.ResolvedDependencies, ", "))
 	}
@@ -94,6 +100,17 @@ func renderInfo(info executor.Info) string {
 	l := info.Limits
 	fmt.Fprintf(&b, "- limits: timeout %gs default, %gs max; code %d bytes; inline output %d bytes per stream; batch %d snippets, %d workers\n",
 		l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds, l.MaxCodeBytes, l.OutputCapBytes, l.MaxBatch, l.MaxWorkers)
+	sb := info.Sandbox
+	fmt.Fprintf(&b, "- sandbox: %s, network %s, run-as %s; memory %d bytes, %d processes, file size %d bytes (-1: unlimited)\n",
+		sb.Policy, sb.Network, sb.RunAs, sb.Limits.MemoryBytes, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes)
+	fmt.Fprintf(&b, "- runs execute as: %s\n", sb.RunsAs)
+	for _, m := range sb.Capabilities.List() {
+		mark := "yes"
+		if !m.Available {
+			mark = "no"
+		}
+		fmt.Fprintf(&b, "  - %s: %s — %s\n", m.Name, mark, m.Detail)
+	}
 	if len(info.Interpreters) > 0 {
 		b.WriteString("\nInterpreters (select with python_version):\n")
 		for _, it := range info.Interpreters {

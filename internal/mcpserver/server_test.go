@@ -231,9 +231,14 @@ func TestRunPythonFailuresAndRejections(t *testing.T) {
 func TestRunPythonBatch(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
+	// Only the sleeper has a short timeout: a loaded machine may take a
+	// second to start Python.
 	res := h.call(t, ctx, "run_python_batch", map[string]any{
-		"codes":   []string{"print('zero')", "import sys; sys.exit(2)", "import time; time.sleep(60)", "print('three')"},
-		"timeout": 1,
+		"requests": []map[string]any{
+			{"code": "print('zero')"}, {"code": "import sys; sys.exit(2)"},
+			{"code": "import time; time.sleep(60)", "timeout": 1}, {"code": "print('three')"},
+		},
+		"timeout": 60,
 	}, nil)
 	if res.IsError {
 		t.Fatalf("tool error: %s", text(res))

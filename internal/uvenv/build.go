@@ -14,9 +14,10 @@ import (
 )
 
 // build makes p's env under the key's exclusive lock: another process that
-// got there first leaves nothing to do. The env is built aside in .tmp,
-// made read-only, and renamed into place, so a reader never sees half an
-// env. Afterwards the cache is trimmed to its size cap.
+// got there first leaves nothing to do. The env is built aside in .tmp and
+// renamed into place, so a reader never sees half an env; it is sealed
+// (bytecode compiled, made read-only) in the background (seal.go).
+// Afterwards the cache is trimmed to its size cap.
 //
 // It returns the key the env was published under: p.key, except when a
 // project sync rewrote uv.lock (the default mode re-locks an outdated lock,
@@ -73,12 +74,10 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 	if err := writeManifest(venv, man); err != nil {
 		return "", err
 	}
-	if err := makeReadOnly(venv); err != nil {
-		return "", fmt.Errorf("environment build: make read-only: %w", err)
-	}
 	if err := m.publish(venv, key); err != nil {
 		return "", err
 	}
+	m.sealLater(key) // compile bytecode and make read-only, off the first run's path
 	if progress != nil {
 		progress(PhaseDone, fmt.Sprintf("%d packages: %s", len(man.Resolved), strings.Join(man.Resolved, ", ")))
 	}
@@ -105,11 +104,6 @@ func (m *Manager) publish(venv, key string) error {
 	}
 	if err := os.Rename(venv, dest); err != nil {
 		return fmt.Errorf("environment build: publish: %w", err)
-	}
-	// The root stays writable until after the rename: moving a directory to
-	// another parent needs write permission on it (its ".." changes).
-	if err := os.Chmod(dest, 0o555); err != nil {
-		return fmt.Errorf("environment build: make read-only: %w", err)
 	}
 	return nil
 }
@@ -143,7 +137,7 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 
 	if p.strategy == StrategyProject {
 		report(PhaseResolving, "syncing project "+p.project.Dir)
-		args := []string{"sync", "--python", p.python, "--compile-bytecode"}
+		args := []string{"sync", "--python", p.python}
 		switch m.cfg.ProjectSync {
 		case SyncLocked:
 			args = append(args, "--locked")
@@ -157,7 +151,7 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 	}
 	if len(p.requirements) > 0 {
 		report(PhaseResolving, "resolving "+strings.Join(p.requirements, ", "))
-		args := []string{"pip", "install", "--python", python, "--compile-bytecode"}
+		args := []string{"pip", "install", "--python", python}
 		if p.strategy == StrategyProject {
 			// Extra requirements must not move the project's locked versions:
 			// pin what the sync installed as constraints.

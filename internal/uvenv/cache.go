@@ -34,6 +34,8 @@ type Manifest struct {
 	Created       time.Time     `json:"created"`
 	SizeBytes     int64         `json:"size_bytes"`
 	UVVersion     string        `json:"uv_version,omitempty"`
+	// Sealed: bytecode compiled and the env made read-only (seal.go).
+	Sealed bool `json:"sealed"`
 }
 
 // EnvInfo is one cached environment as List reports it.

@@ -111,6 +111,10 @@ type Manager struct {
 	versions map[string]pyVersion
 
 	builds atomic.Int64 // number of builds run (tests count them)
+
+	sealing    map[string]bool // envs being sealed in the background, by key
+	bg         sync.WaitGroup  // background sealing
+	sealErrors atomic.Int64    // seals that failed (the env still works, unsealed)
 }
 
 type pyVersion struct {
@@ -144,6 +148,7 @@ func New(cfg Config) (*Manager, error) {
 		now:      cfg.Now,
 		flights:  map[string]*flight{},
 		refcount: map[string]int{},
+		sealing:  map[string]bool{},
 		versions: map[string]pyVersion{},
 	}
 	if m.maxBytes == 0 {
@@ -352,6 +357,9 @@ func (m *Manager) acquire(p plan) (Env, func(), error) {
 	if _, err := os.Stat(python); err != nil {
 		l.close()
 		return Env{}, nil, fmt.Errorf("environment %s is broken (its python is gone; was the base interpreter %s removed?): %w", p.key, man.BasePython, err)
+	}
+	if !man.Sealed {
+		m.sealLater(p.key) // a seal interrupted by a restart, or built by an older pyexec
 	}
 	now := m.now()
 	os.Chtimes(manifestPath, now, now) // last use, for LRU eviction; best effort

@@ -70,6 +70,7 @@ func (f *fixture) manager(mod ...func(*Config)) *Manager {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.t.Cleanup(m.Wait) // background sealing must end before the temp dirs go
 	return m
 }
 
@@ -332,6 +333,7 @@ func TestEvictionUnderSizeCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer releaseC()
+	m.Wait() // envs still being sealed are evicted once sealed
 	envs, _ = m.List(ctx)
 	if len(envs) != 1 || envs[0].Dir != c.Dir {
 		t.Fatalf("after eviction: %+v", envs)
@@ -369,6 +371,7 @@ func TestListAndPrune(t *testing.T) {
 			t.Fatalf("incomplete info: %+v", e)
 		}
 	}
+	m.Wait() // an env being sealed counts as in use
 	res, err := m.Prune(ctx, PruneOptions{All: true})
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +392,15 @@ func TestListAndPrune(t *testing.T) {
 // uid; as a normal user the modes are checked directly.
 func TestEnvIsReadOnlyForRuns(t *testing.T) {
 	f := newFixture(t)
-	env := ensure(t, f.manager(), Spec{Python: basePython, Requirements: []string{"pyexec-alpha"}})
+	m := f.manager()
+	env := ensure(t, m, Spec{Python: basePython, Requirements: []string{"pyexec-alpha"}})
+	m.Wait() // sealed: bytecode compiled, read-only
+	if man, err := readManifest(filepath.Join(env.Dir, manifestName)); err != nil || !man.Sealed {
+		t.Fatalf("env not sealed: %+v %v", man, err)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(env.Dir, "lib", "python*", "site-packages", "pyexec_alpha", "__pycache__", "*.pyc")); len(matches) == 0 {
+		t.Fatal("no bytecode compiled for pyexec_alpha")
+	}
 	site := py(t, env.Python, "import pyexec_alpha, os; print(os.path.dirname(os.path.dirname(pyexec_alpha.__file__)))")
 
 	err := filepath.Walk(env.Dir, func(p string, fi os.FileInfo, err error) error {
@@ -483,6 +494,7 @@ func TestEvictionSparesEnvsInUseByAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	release() // alpha 2.0: built by m1, no longer in use
+	m1.Wait() // and sealed (a sealing env counts as in use)
 	fresh := ensure(t, m2, Spec{Python: basePython, Requirements: []string{"pyexec-beta"}})
 	envs, _ := m2.List(context.Background())
 	var dirs []string

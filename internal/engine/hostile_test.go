@@ -1,0 +1,331 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// hostileCase mirrors testdata/hostile/expected.json.
+type hostileCase struct {
+	Name    string          `json:"name"`
+	Script  string          `json:"script"`
+	Policy  string          `json:"policy"`
+	Network string          `json:"network"`
+	Args    []string        `json:"args"`
+	Timeout float64         `json:"timeout"`
+	Limits  *sandbox.Limits `json:"limits"`
+	Expect  struct {
+		ExitCode          *int     `json:"exit_code"`
+		TimedOut          *bool    `json:"timed_out"`
+		LimitExceeded     string   `json:"limit_exceeded"`
+		StdoutContains    []string `json:"stdout_contains"`
+		StdoutNotContains []string `json:"stdout_not_contains"`
+		StderrContains    []string `json:"stderr_contains"`
+		StdoutTruncated   *bool    `json:"stdout_truncated"`
+		UDPReceived       *bool    `json:"udp_received"`
+		NoLeftovers       bool     `json:"no_leftovers"`
+	} `json:"expect"`
+}
+
+// TestHostileCorpusEngine runs the hostile corpus through the real engine
+// and launcher, as nobody (the run-as default when nobody can reach the
+// interpreter and write the workspace), then checks the server still works
+// and nothing of any run is left.
+func TestHostileCorpusEngine(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the hostile corpus needs root (cgroups, run-as)")
+	}
+	const py = "/usr/bin/python3.11"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("needs " + py)
+	}
+	dir := filepath.Join("..", "..", "testdata", "hostile")
+	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corpus struct {
+		Cases []hostileCase `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &corpus); err != nil {
+		t.Fatal(err)
+	}
+
+	// Everything reachable by nobody (t.TempDir's parent is 0700).
+	base, err := os.MkdirTemp("", "pyexec-hostile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	ws, state, outside := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "outside")
+	for _, d := range []string{ws, state, outside} {
+		os.Mkdir(d, 0o755)
+	}
+	os.Chmod(ws, 0o777)
+	os.Chmod(outside, 0o777)
+	secretDir, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	os.Chmod(secretDir, 0o755)
+	secret := filepath.Join(secretDir, "secret.txt")
+	os.WriteFile(secret, []byte("TOP-SECRET"), 0o644)
+
+	// The default policy and network, spelled out so that the forced-warm
+	// test pass (warm_main_test.go) keeps them.
+	eng, err := New(Config{Workspace: ws, StateDir: state, Python: py, Sandbox: sandbox.Settings{Policy: sandbox.PolicyWorkspace, Network: sandbox.NetworkAllow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	go func() {
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	udpReceived := func() bool {
+		got := false
+		buf := make([]byte, 64)
+		for {
+			udp.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			n, _, err := udp.ReadFrom(buf)
+			if err != nil {
+				return got
+			}
+			got = got || string(buf[:n]) == "hostile-udp"
+		}
+	}
+	repl := strings.NewReplacer(
+		"{server_pid}", strconv.Itoa(os.Getpid()),
+		"{tcp_port}", strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port),
+		"{udp_port}", strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port),
+		"{outside_dir}", outside,
+		"{secret_file}", secret,
+	)
+
+	for _, c := range corpus.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join(dir, c.Script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(ws, c.Script), src, 0o644)
+			req := Request{ScriptPath: c.Script, Timeout: c.Timeout, Sandbox: c.Policy, Network: c.Network, Limits: c.Limits}
+			for _, a := range c.Args {
+				req.Args = append(req.Args, repl.Replace(a))
+			}
+			res, err := eng.Run(context.Background(), req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			show := func() string {
+				so, se := res.Stdout, res.Stderr
+				if len(so) > 300 {
+					so = so[:300] + "..."
+				}
+				if len(se) > 300 {
+					se = "..." + se[len(se)-300:]
+				}
+				return "exit=" + strconv.Itoa(res.ExitCode) + " timed_out=" + strconv.FormatBool(res.TimedOut) +
+					" limit=" + res.LimitExceeded + " sandbox=" + res.Sandbox + " notes=" + strings.Join(res.SandboxNotes, "|") +
+					" stdout=" + strconv.Quote(so) + " stderr=" + strconv.Quote(se)
+			}
+			if !strings.Contains(res.Sandbox, "uid 65534") {
+				t.Errorf("did not run as nobody: %s", show())
+			}
+			ex := c.Expect
+			if ex.ExitCode != nil && res.ExitCode != *ex.ExitCode {
+				t.Errorf("exit code %d, want %d: %s", res.ExitCode, *ex.ExitCode, show())
+			}
+			if ex.TimedOut != nil && res.TimedOut != *ex.TimedOut {
+				t.Errorf("timed_out %v, want %v: %s", res.TimedOut, *ex.TimedOut, show())
+			}
+			if res.LimitExceeded != ex.LimitExceeded {
+				t.Errorf("limit_exceeded %q, want %q: %s", res.LimitExceeded, ex.LimitExceeded, show())
+			}
+			for _, s := range ex.StdoutContains {
+				if !strings.Contains(res.Stdout, s) {
+					t.Errorf("stdout lacks %q: %s", s, show())
+				}
+			}
+			for _, s := range ex.StdoutNotContains {
+				if strings.Contains(res.Stdout, s) {
+					t.Errorf("stdout has %q: %s", s, show())
+				}
+			}
+			for _, s := range ex.StderrContains {
+				if !strings.Contains(res.Stderr, s) {
+					t.Errorf("stderr lacks %q: %s", s, show())
+				}
+			}
+			if ex.StdoutTruncated != nil && res.StdoutTruncated != *ex.StdoutTruncated {
+				t.Errorf("stdout_truncated %v, want %v", res.StdoutTruncated, *ex.StdoutTruncated)
+			}
+			if ex.UDPReceived != nil {
+				if got := udpReceived(); got != *ex.UDPReceived {
+					t.Errorf("udp received %v, want %v: %s", got, *ex.UDPReceived, show())
+				}
+			}
+			if ex.NoLeftovers {
+				assertNothingLeft(t, ws, state)
+			}
+		})
+	}
+
+	// Other runs' code, temp dirs (and later logs) live in the state dir:
+	// hidden from runs, even though the rest of the system is readable.
+	res0, err := eng.Run(context.Background(), Request{Code: `
+import os, sys
+for p in [os.path.join(sys.argv[1], "code"), os.path.join(sys.argv[1], "tmp")]:
+    try:
+        print("LISTED", p, os.listdir(p))
+    except OSError as e:
+        print("DENIED", p, e.errno)
+`, Args: []string{state}}, nil)
+	if err != nil || strings.Contains(res0.Stdout, "LISTED") || strings.Count(res0.Stdout, "DENIED") != 2 {
+		t.Errorf("state dir readable by a run: %+v %v", res0, err)
+	}
+
+	// The server still answers after the corpus.
+	res, err := eng.Run(context.Background(), Request{Code: "print('still here')"}, nil)
+	if err != nil || strings.TrimSpace(res.Stdout) != "still here" {
+		t.Fatalf("engine after the corpus: %+v %v", res, err)
+	}
+	assertNothingLeft(t, ws, state)
+}
+
+// assertNothingLeft checks that no process mentions the workspace, no run
+// temp dir remains and no run cgroup remains under our own cgroups.
+func assertNothingLeft(t *testing.T, ws, state string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if strings.Contains(string(cmd), ws) {
+			t.Errorf("process %s outlived its run: %q", e.Name(), strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	if tmps, _ := os.ReadDir(filepath.Join(state, "tmp")); len(tmps) > 0 {
+		t.Errorf("run temp dirs left: %v", tmps)
+	}
+	for _, ent := range tmpsOfCgroups(state) {
+		t.Errorf("run cgroup left: %s", ent)
+	}
+}
+
+// tmpsOfCgroups lists the run cgroups of this state dir's runs under this
+// process's own memory cgroup (runs are created next to the launcher's
+// cgroup, which is ours). Other test packages running at the same time use
+// the same parent, so a cgroup counts only if its run id, "run-N-<crc32 of
+// the run's tmp dir>", points into this state dir.
+func tmpsOfCgroups(state string) []string {
+	raw, _ := os.ReadFile("/proc/self/cgroup")
+	var out []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && parts[1] == "memory" {
+			dir := filepath.Join("/sys/fs/cgroup/memory", parts[2])
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				name, ok := strings.CutPrefix(e.Name(), "pyexec-")
+				i := strings.LastIndex(name, "-")
+				if !ok || !e.IsDir() || i < 0 {
+					continue
+				}
+				tmp := filepath.Join(state, "tmp", name[:i])
+				if fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmp))) == name[i+1:] {
+					out = append(out, filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkSandboxOverhead runs print(1) through the real engine under each
+// policy (a server at policy none, requests tightening it), so the ratios
+// between sub-benchmarks are the per-run cost of confinement measured in the
+// same run. Policy none still gets its cgroup and rlimits.
+func BenchmarkSandboxOverhead(b *testing.B) {
+	const py = "/usr/bin/python3.11"
+	base, err := os.MkdirTemp("", "pyexec-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o777)
+	eng, err := New(Config{Workspace: base, StateDir: filepath.Join(base, "state"), Python: py,
+		Sandbox: sandbox.Settings{Policy: sandbox.PolicyNone}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, policy := range []string{"none", "workspace", "strict"} {
+		b.Run(policy, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				res, err := eng.Run(context.Background(), Request{Code: "print(1)", Sandbox: policy}, nil)
+				if err != nil || res.Stdout != "1\n" {
+					b.Fatalf("%+v %v", res, err)
+				}
+			}
+		})
+	}
+}
+
+// The leftover check itself must see a run cgroup of its state dir.
+func TestLeftoverCgroupCheckSeesOwnRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	state := t.TempDir()
+	raw, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(raw), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[1] != "memory" {
+			continue
+		}
+		tmp := filepath.Join(state, "tmp", "run-42")
+		dir := filepath.Join("/sys/fs/cgroup/memory", parts[2], fmt.Sprintf("pyexec-run-42-%08x", crc32.ChecksumIEEE([]byte(tmp))))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Skip(err)
+		}
+		defer os.Remove(dir)
+		if got := tmpsOfCgroups(state); len(got) != 1 {
+			t.Fatalf("check found %v, want the one cgroup", got)
+		}
+		if got := tmpsOfCgroups(t.TempDir()); len(got) != 0 {
+			t.Fatalf("another state dir's check found %v", got)
+		}
+		return
+	}
+	t.Skip("no v1 memory cgroup")
+}

@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// capsCache holds the capabilities, detected on first use (Detect starts a
+// few /bin/true probes and makes a probe cgroup).
+type capsCache struct {
+	once sync.Once
+	caps sandbox.Capabilities
+}
+
+// Capabilities reports which confinement mechanisms this kernel offers and,
+// for each missing one, why (shown by doctor and server_info).
+func (e *Engine) Capabilities() sandbox.Capabilities {
+	e.caps.once.Do(func() { e.caps.caps = sandbox.Detect() })
+	return e.caps.caps
+}
+
+// sandboxFor builds the confinement spec of one run: the server's settings
+// tightened by the request's, who runs Python, and what it may read and
+// write. It may change HOME in env when the run-as user cannot reach it.
+//
+// extraRO are server-provided paths the run must read (the jobs helper
+// module on PYTHONPATH).
+func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Interpreter, env *runEnv, extraRO []string) (*sandbox.Spec, []string, error) {
+	settings, err := e.sandboxSettings(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	ro := interpreterDirs(interp.Path)
+	ro = append(ro, file)
+	for _, p := range extraRO {
+		if _, err := os.Stat(p); err == nil {
+			ro = append(ro, p)
+		}
+	}
+	var choice sandbox.RunAsChoice
+	if settings.Policy != sandbox.PolicyNone {
+		// Policy none is the seeds' mode: Python runs as the server does.
+		choice, err = sandbox.ChooseRunAs(e.cfg.RunAs, cwd, append([]string{interp.Path, file, filepath.Dir(tmpDir)}, ro...))
+		if err != nil {
+			return nil, nil, fmt.Errorf("run-as: %w", err)
+		}
+	}
+	notes := choice.Notes
+	if choice.Cred != nil {
+		if home, ok := env.get("HOME"); ok && sandbox.CheckAccess(choice.Cred, home, sandbox.AccessRead|sandbox.AccessExec) != nil {
+			env.set("HOME", tmpDir)
+		}
+	}
+	spec := &sandbox.Spec{
+		Settings: settings,
+		// Unique across servers with different state dirs sharing a
+		// machine (run cgroups of all of them may live side by side).
+		RunID:     fmt.Sprintf("%s-%08x", filepath.Base(tmpDir), crc32.ChecksumIEEE([]byte(tmpDir))),
+		Workspace: e.cfg.Workspace,
+		TmpDir:    tmpDir,
+		ReadOnly:  ro,
+		Hidden:    hiddenTrees(e.cfg.StateDir),
+		RunAs:     choice.Cred,
+	}
+	return spec, notes, nil
+}
+
+// sandboxSettings merges the request's sandbox, network and limits into the
+// server's; a request may only tighten them (the error names the field).
+func (e *Engine) sandboxSettings(req *Request) (sandbox.Settings, error) {
+	var reqLim sandbox.Limits
+	if req.Limits != nil {
+		reqLim = *req.Limits
+	}
+	settings, err := e.cfg.Sandbox.Tighten(sandbox.Settings{
+		Policy:  sandbox.Policy(strings.ToLower(req.Sandbox)),
+		Network: sandbox.Network(strings.ToLower(req.Network)),
+		Limits:  reqLim,
+	})
+	if err == nil && settings.Limits.OpenFiles > 0 && settings.Limits.OpenFiles < 16 {
+		err = fmt.Errorf("limits.open_files %d is below the minimum of 16", settings.Limits.OpenFiles)
+	}
+	if err != nil {
+		field := "sandbox"
+		switch {
+		case strings.Contains(err.Error(), "limits."):
+			field = "limits"
+		case strings.Contains(err.Error(), "network"):
+			field = "network"
+		}
+		return sandbox.Settings{}, badRequest(field, "%v", err)
+	}
+	settings.BestEffort = e.cfg.Sandbox.BestEffort
+	return settings, nil
+}
+
+// interpreterDirs are the trees an interpreter needs to read: its prefix
+// (bin/..), the real binary's prefix when it is a symlink (venvs), and the
+// base interpreter's prefix named by a venv's pyvenv.cfg.
+func interpreterDirs(path string) []string {
+	var dirs []string
+	add := func(bin string) {
+		if bin == "" {
+			return
+		}
+		d := filepath.Dir(filepath.Dir(bin))
+		if d != "/" && d != "/usr" {
+			dirs = append(dirs, d)
+		}
+	}
+	add(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		add(real)
+	}
+	if f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(path)), "pyvenv.cfg")); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), "=")
+			if ok && strings.TrimSpace(k) == "home" {
+				add(filepath.Join(strings.TrimSpace(v), "python"))
+			}
+		}
+		f.Close()
+	}
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// limitNote is the line appended to stderr when a run hit a limit, so a
+// model reading only the text knows why it died.
+func limitNote(limit string, lim sandbox.Limits) string {
+	what := map[string]string{
+		sandbox.LimitMemory:    fmt.Sprintf("memory limit (%d bytes)", lim.MemoryBytes),
+		sandbox.LimitCPU:       fmt.Sprintf("CPU time limit (%d s)", lim.CPUSeconds),
+		sandbox.LimitProcesses: fmt.Sprintf("process limit (%d processes/threads)", lim.MaxProcs),
+		sandbox.LimitFileSize:  fmt.Sprintf("file size limit (%d bytes)", lim.FileSizeBytes),
+	}[limit]
+	if what == "" {
+		what = limit + " limit"
+	}
+	return fmt.Sprintf("\n[LIMIT] the run exceeded its %s\n", what)
+}
+
+// sandboxSummary names the policy in force for the result, e.g.
+// "strict (network deny, uid 65534)".
+func sandboxSummary(s *sandbox.Spec) string {
+	if s == nil {
+		return ""
+	}
+	who := "server uid"
+	if s.RunAs != nil {
+		who = fmt.Sprintf("uid %d", s.RunAs.UID)
+	} else if os.Geteuid() == 0 && s.Policy != sandbox.PolicyNone {
+		who = "root without capabilities"
+	}
+	return fmt.Sprintf("%s (network %s, %s)", s.Policy, s.EffectiveNetwork(), who)
+}
+
+// hiddenTrees are what a workspace-policy run may not read: the state dir
+// (other runs' code, temp dirs, logs) and the server user's home (keys,
+// tokens, shell history). This matters most when a run falls back to root
+// without capabilities: as owner it could read root's files. What a run
+// needs from there (interpreter prefixes, uv environments, its code file,
+// its tmp dir, the workspace) is granted explicitly and stays usable.
+func hiddenTrees(stateDir string) []string {
+	hidden := []string{stateDir}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && home != "" {
+		hidden = append(hidden, home)
+	}
+	return hidden
+}
+
+// RunAsPreview says who runs of the default interpreter in the workspace
+// root execute as, and why, for doctor and server_info.
+func (e *Engine) RunAsPreview(ctx context.Context) string {
+	if e.cfg.Sandbox.Policy == sandbox.PolicyNone {
+		return fmt.Sprintf("the server's user (uid %d): policy none", os.Geteuid())
+	}
+	paths := []string{codeDir(e.cfg.StateDir), tmpRoot(e.cfg.StateDir)}
+	if interp, err := e.DefaultInterpreter(ctx); err == nil {
+		paths = append(paths, interp.Path)
+	}
+	choice, err := sandbox.ChooseRunAs(e.cfg.RunAs, e.cfg.Workspace, paths)
+	switch {
+	case err != nil:
+		return "runs are refused: " + err.Error()
+	case choice.Cred != nil:
+		s := fmt.Sprintf("%s (uid %d, gid %d)", choice.Cred.Name, choice.Cred.UID, choice.Cred.GID)
+		if len(choice.Notes) > 0 {
+			s += "; " + strings.Join(choice.Notes, "; ")
+		}
+		return s
+	case len(choice.Notes) > 0:
+		return strings.Join(choice.Notes, "; ")
+	}
+	return fmt.Sprintf("the server's user (uid %d)", os.Geteuid())
+}

@@ -1,0 +1,205 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Run-as: when the server runs as root, Python should not. Root ignores
+// RLIMIT_NPROC, may signal or ptrace the server, and can read every file.
+//
+// The trouble is ownership: an unprivileged uid cannot write a workspace
+// owned by root (and cannot even reach an interpreter under /root, which is
+// 0700 on these machines). pyexec never changes the operator's workspace
+// permissions behind their back. Instead:
+//
+//   - RunAsAuto (the default): run as "nobody" when nobody can execute the
+//     interpreter and write the workspace; otherwise run as root WITHOUT
+//     capabilities (empty bounding set: no CAP_KILL, CAP_SYS_ADMIN, raw
+//     sockets, module loading...) and say so in every result. Landlock's
+//     signal scoping, the pids cgroup and the filesystem rules still hold.
+//   - RunAsNone ("none"/"root"): always as the server's uid (capabilities
+//     dropped when root).
+//   - a user name or uid[:gid]: always as that user; fail closed if the
+//     interpreter is unreachable; warn if the workspace is not writable.
+//
+// The per-run temp dir is always made writable by chowning it (Prepare),
+// it belongs to the run anyway. To let nobody write a root-owned workspace,
+// the operator grants it: e.g. `setfacl -R -m u:nobody:rwX -m d:u:nobody:rwX WS`
+// or chgrp to nogroup with g+ws, or picks a dedicated uid owning WS.
+const (
+	RunAsAuto = "auto"
+	RunAsNone = "none"
+)
+
+// DefaultRunAsUser is the unprivileged account auto mode uses.
+const DefaultRunAsUser = "nobody"
+
+// LookupCredential resolves "name", "uid" or "uid:gid".
+func LookupCredential(s string) (*Credential, error) {
+	if uidS, gidS, ok := strings.Cut(s, ":"); ok {
+		uid, err1 := strconv.ParseUint(uidS, 10, 32)
+		gid, err2 := strconv.ParseUint(gidS, 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("sandbox: run-as %q: want NAME, UID or UID:GID", s)
+		}
+		return &Credential{Name: s, UID: uint32(uid), GID: uint32(gid)}, nil
+	}
+	var u *user.User
+	var err error
+	if _, perr := strconv.ParseUint(s, 10, 32); perr == nil {
+		u, err = user.LookupId(s)
+	} else {
+		u, err = user.Lookup(s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: run-as user %q: %w", s, err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &Credential{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
+}
+
+// Access bits for CheckAccess.
+const (
+	AccessRead  = 4
+	AccessWrite = 2
+	AccessExec  = 1
+)
+
+// CheckAccess tells whether cred could open path with the wanted access
+// (AccessRead|AccessWrite|AccessExec), by walking the path's components with
+// plain permission bits (no ACLs, primary group only). It exists because
+// faccessat checks the caller (root), not the run's uid.
+func CheckAccess(cred *Credential, path string, want uint32) error {
+	if cred == nil || cred.UID == 0 {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	real, _ = filepath.Abs(real)
+	// Every ancestor directory needs search (x) permission.
+	dir := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(filepath.Dir(real), "/"), "/") {
+		if part == "" {
+			continue
+		}
+		dir = filepath.Join(dir, part)
+		if err := modeAllows(cred, dir, AccessExec); err != nil {
+			return err
+		}
+	}
+	return modeAllows(cred, real, want)
+}
+
+func modeAllows(cred *Credential, path string, want uint32) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	perm := st.Mode & 0o7
+	switch {
+	case st.Uid == cred.UID:
+		perm = (st.Mode >> 6) & 0o7
+	case st.Gid == cred.GID:
+		perm = (st.Mode >> 3) & 0o7
+	}
+	if perm&want != want {
+		return fmt.Errorf("%s (mode %04o, owner %d:%d) does not allow uid %d %s", path, st.Mode&0o7777, st.Uid, st.Gid, cred.UID, accessName(want))
+	}
+	return nil
+}
+
+func accessName(w uint32) string {
+	var s []string
+	if w&AccessRead != 0 {
+		s = append(s, "read")
+	}
+	if w&AccessWrite != 0 {
+		s = append(s, "write")
+	}
+	if w&AccessExec != 0 {
+		s = append(s, "execute/search")
+	}
+	return strings.Join(s, "+")
+}
+
+// RunAsChoice is the identity decision for a server configuration.
+type RunAsChoice struct {
+	// Cred is nil when runs keep the server's uid.
+	Cred *Credential `json:"cred,omitempty"`
+	// Notes explain downgrades and consequences (shown in results/doctor).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ChooseRunAs decides who runs Python. mode is RunAsAuto (""), RunAsNone,
+// or a user. workspace must be writable and each of mustRead (interpreter,
+// state dir code files...) readable+executable by the chosen identity.
+func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error) {
+	if mode == "" {
+		mode = RunAsAuto
+	}
+	if mode == RunAsNone || mode == "root" {
+		if os.Geteuid() == 0 {
+			return RunAsChoice{Notes: []string{"runs execute as root without capabilities (--run-as none)"}}, nil
+		}
+		return RunAsChoice{}, nil
+	}
+	if os.Geteuid() != 0 {
+		if mode == RunAsAuto {
+			return RunAsChoice{}, nil
+		}
+		return RunAsChoice{}, fmt.Errorf("sandbox: --run-as %s needs the server to run as root", mode)
+	}
+	name := mode
+	if mode == RunAsAuto {
+		name = DefaultRunAsUser
+	}
+	cred, err := LookupCredential(name)
+	if err != nil {
+		if mode == RunAsAuto {
+			return RunAsChoice{Notes: []string{fmt.Sprintf("runs execute as root without capabilities: %v", err)}}, nil
+		}
+		return RunAsChoice{}, err
+	}
+	var unreachable []error
+	for _, p := range mustRead {
+		if err := CheckAccess(cred, p, AccessRead); err != nil {
+			unreachable = append(unreachable, err)
+		}
+	}
+	var wsErr error
+	if workspace != "" {
+		wsErr = CheckAccess(cred, workspace, AccessWrite|AccessExec)
+	}
+	if mode == RunAsAuto {
+		// The first problem is enough to act on; the rest usually repeat it.
+		if first := errors.Join(append(unreachable, wsErr)...); first != nil {
+			if len(unreachable) > 0 {
+				first = unreachable[0]
+			} else {
+				first = wsErr
+			}
+			return RunAsChoice{Notes: []string{fmt.Sprintf(
+				"runs as root without capabilities, not as %s: %v (give %s access or set --run-as)",
+				name, first, name)}}, nil
+		}
+		return RunAsChoice{Cred: cred}, nil
+	}
+	if err := errors.Join(unreachable...); err != nil {
+		return RunAsChoice{}, fmt.Errorf("sandbox: run-as %s cannot reach what runs need: %w (e.g. /root is 0700: use an interpreter outside it such as /usr/bin/python3)", name, err)
+	}
+	ch := RunAsChoice{Cred: cred}
+	if wsErr != nil {
+		ch.Notes = append(ch.Notes, fmt.Sprintf("workspace not writable by %s: %v; writes into it will fail with EACCES", name, wsErr))
+	}
+	return ch, nil
+}
