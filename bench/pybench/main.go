@@ -33,6 +33,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/launcher"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 type row struct {
@@ -67,7 +68,11 @@ func run(n, nSlow int, heavy string, quick bool) error {
 	load0 := loadavg()
 	start := time.Now()
 
-	coldEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-cold")})
+	// Warm runs support the sandbox policy none without per-run cgroup
+	// limits so far (sandboxed runs start cold): the engine rows compare
+	// cold and warm under those settings; row c0 is the default sandbox.
+	open := sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
+	coldEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-cold"), Sandbox: open})
 	if err != nil {
 		return err
 	}
@@ -112,8 +117,14 @@ func run(n, nSlow int, heavy string, quick bool) error {
 			return err
 		}
 	}
-	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE)", samples: sample(n, engineRun(coldEng, print1))})
-	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Warm: engine.WarmConfig{Spares: 2}})
+	boxEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-box")})
+	if err != nil {
+		return err
+	}
+	defer boxEng.Close()
+	add(&row{id: "c0", name: "engine, cold, default sandbox (workspace: landlock, cgroup, run as nobody...)", samples: sample(n/2, engineRun(boxEng, print1))})
+	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE), --sandbox none, no cgroup limits", samples: sample(n, engineRun(coldEng, print1))})
+	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2}})
 	if err != nil {
 		return err
 	}
@@ -122,7 +133,7 @@ func run(n, nSlow int, heavy string, quick bool) error {
 		return err
 	}
 	before := warmEng.WarmStats().Warm
-	d := add(&row{id: "d", name: "engine, warm (fork server)", samples: sample(n, engineRun(warmEng, print1))})
+	d := add(&row{id: "d", name: "engine, warm (fork server), same settings", samples: sample(n, engineRun(warmEng, print1))})
 	if got := warmEng.WarmStats().Warm - before; got < uint64(n) {
 		d.note = fmt.Sprintf("only %d of %d runs were warm", got, n)
 	}
@@ -136,7 +147,7 @@ func run(n, nSlow int, heavy string, quick bool) error {
 		add(&row{id: "i", name: "`import json, decimal; print(1)`: engine cold", samples: sample(n/2, engineRun(coldEng, imp))})
 		add(&row{id: "j", name: "`import json, decimal; print(1)`: engine warm", samples: sample(n/2, engineRun(warmEng, imp))})
 	}
-	preEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-pre"), Warm: engine.WarmConfig{Spares: 2, Preload: []string{"json", "decimal"}}})
+	preEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-pre"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2, Preload: []string{"json", "decimal"}}})
 	if err != nil {
 		return err
 	}
@@ -150,7 +161,7 @@ func run(n, nSlow int, heavy string, quick bool) error {
 	if heavy != "" && exec.Command(py, "-c", "import "+heavy).Run() == nil {
 		hreq := engine.Request{Code: "import " + heavy + "; print(1)"}
 		add(&row{id: "l", name: fmt.Sprintf("`import %s; print(1)`: engine cold", heavy), samples: sample(max(nSlow/2, 5), engineRun(coldEng, hreq))})
-		heng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-heavy"), Warm: engine.WarmConfig{Spares: 2, Preload: []string{heavy}}})
+		heng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-heavy"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2, Preload: []string{heavy}}})
 		if err != nil {
 			return err
 		}
@@ -174,6 +185,11 @@ func run(n, nSlow int, heavy string, quick bool) error {
 	}
 	add(e)
 	if !quick {
+		e0, err := mcpDefault(ctx, bin, ws, filepath.Join(tmp, "state-mcp0"), max(n/2, 50))
+		if err != nil {
+			return fmt.Errorf("mcp (default flags): %w", err)
+		}
+		add(e0)
 		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
 		add(g)
 	}
@@ -275,7 +291,7 @@ type rssReport struct {
 // batches and (h) the server's memory, against `pyexec mcp`.
 func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*row, *row, rssReport, error) {
 	var rep rssReport
-	cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, openFlags...)...)
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -310,7 +326,7 @@ func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*r
 			return nil, nil, rep, err
 		}
 	}
-	e := &row{id: "e", name: "`run_python` print(1) via `pyexec mcp` over stdio (go-sdk client, sequential)", samples: sample(n, runPrint1)}
+	e := &row{id: "e", name: "`run_python` print(1) via `pyexec mcp " + strings.Join(openFlags, " ") + "` over stdio (go-sdk client, sequential)", samples: sample(n, runPrint1)}
 	if z := processesWith(filepath.Join(state, "warm", "driver-")); len(z) == 0 {
 		e.note = "no warm interpreter running: these calls were cold"
 	}
@@ -383,7 +399,7 @@ func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, openFlags...)...)
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
 		r.na = err.Error()
@@ -484,6 +500,30 @@ func kernel() string {
 		return runtime.GOOS
 	}
 	return "Linux " + strings.TrimSpace(string(data))
+}
+
+// openFlags are the server flags under which runs can be warm (see run).
+var openFlags = []string{"--sandbox", "none", "--memory-limit", "-1", "--max-procs", "-1"}
+
+// mcpDefault measures (e0): run_python against `pyexec mcp` with default
+// flags (sandboxed runs, so cold).
+func mcpDefault(ctx context.Context, bin, ws, state string, n int) (*row, error) {
+	cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	call := func() error {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": "print(1)"}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %v", res.Content)
+		}
+		return err
+	}
+	return &row{id: "e0", name: "`run_python` print(1) via `pyexec mcp` (default flags: workspace sandbox, so cold) over stdio", samples: sample(n, call)}, nil
 }
 
 // processesWith lists the live processes whose command line contains s.
