@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
@@ -34,6 +35,9 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer ex.Engine().Close() // after the jobs: stops warm interpreters, lets new environments finish sealing
 	cfg := ex.Engine().Config()
 	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
+	if why := engine.WarmIneligible(cfg.Sandbox); ef.warm > 0 && why != "" {
+		logger.Info("warm interpreters stay unused: runs start cold", "why", why, "warm_needs", "--sandbox none --memory-limit -1 --max-procs -1")
+	}
 	jx, err := jf.open(ctx, ex, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)

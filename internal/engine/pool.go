@@ -356,6 +356,14 @@ func warmSandboxIneligible(s *sandbox.Spec) string {
 	return ""
 }
 
+// WarmIneligible says why runs under the given server sandbox settings
+// (and no tighter request) start cold even with warm interpreters on; ""
+// when they can run warm.
+func WarmIneligible(s sandbox.Settings) string {
+	s.Limits = s.Limits.WithDefaults()
+	return warmSandboxIneligible(&sandbox.Spec{Settings: s})
+}
+
 // warmKey names the zygote a run needs: its interpreter and the sandbox
 // settings the zygote is confined with.
 func warmKey(p *prepared) string {
