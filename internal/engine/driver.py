@@ -356,10 +356,17 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     environb = os.environb
     tz = environb.get(b"TZ")
     zygote_pythonpath = environb.get(b"PYTHONPATH")
-    environb.clear()
+    # What environb.clear() and item assignment do (unsetenv/putenv plus the
+    # mapping both os.environ and os.environb share), without their
+    # per-item overhead.
+    data = os.environ._data
+    for k in list(data):
+        os.unsetenv(k)
+    data.clear()
     for kv in env:
         k, _, v = kv.partition(b"=")
-        environb[k] = v
+        os.putenv(k, v)
+        data[k] = v
     if "time" in sys.modules and environb.get(b"TZ") != tz:
         sys.modules["time"].tzset()  # TZ from the new environment
     if "tempfile" in sys.modules:
@@ -418,6 +425,10 @@ def _rehearse():
         out.close()
         os.environb.get(b"PATH")
         os.path.realpath(sys.executable)
+        threading = sys.modules.get("threading")
+        if threading is not None:  # what _shutdown() will touch
+            threading._enumerate()
+            threading.main_thread()
     except Exception:  # noqa: BLE001 - only an optimisation
         pass
 

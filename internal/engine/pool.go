@@ -907,11 +907,14 @@ func (r *warmRun) readStatus(f *os.File, br *bufio.Reader) {
 					e := ev.Event
 					r.startErr = &e
 				case launcher.EventExit:
+					// The supervisor's last word, written once every
+					// process of the run is reaped: the run is over (no
+					// need to wait for the supervisor's own exit).
 					r.final, r.gotFinal = ev.Event, true
 				}
 			}
 		}
-		if err != nil {
+		if err != nil || r.gotFinal {
 			break
 		}
 	}
