@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pyexec
 PYTHON  ?= python3
 
-.PHONY: build run test deps vet bench
+.PHONY: build run test deps vet conformance
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pyexec
@@ -22,3 +22,7 @@ vet:
 
 test: deps vet
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The official MCP conformance suite against `pyexec serve`'s /mcp (needs npm).
+conformance:
+	bash scripts/conformance.sh

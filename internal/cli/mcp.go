@@ -9,49 +9,88 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
+// mcpAliases add the uv-exec-mcp seed's MCP-client variables.
+var mcpAliases = withJobAliases(map[string][]string{
+	"max-timeout":  {"MAX_SCRIPT_TIMEOUT"},
+	"executor":     {"EXECUTION_SERVER_URL"},
+	"http-timeout": {"MCP_HTTP_TIMEOUT"},
+})
+
 // runMCP serves MCP over stdio. Only JSON-RPC reaches stdout: logs go to
-// stderr, and runs never inherit the server's standard streams.
+// stderr, and runs never inherit the server's standard streams. With
+// --executor URL every tool call (runs and jobs) is delegated to a remote
+// `pyexec serve` (the seed's two-server setup); the tools behave the same
+// either way.
 func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
-	var ef engineFlags
-	var jf jobFlags
-	var logLevel string
-	aliases := withJobAliases(engineAliases)
-	fs := newFlagSet("mcp", "mcp [flags]", stderr, aliases)
+	var (
+		ef          engineFlags
+		jf          jobFlags
+		logLevel    string
+		remote      string
+		token       string
+		httpTimeout float64
+	)
+	fs := newFlagSet("mcp", "mcp [flags]", stderr, mcpAliases)
 	ef.register(fs)
 	jf.register(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
-	if code, ok := parseFlags(fs, args, aliases, stderr); !ok {
+	fs.StringVar(&remote, "executor", "", "URL of a `pyexec serve` execution server to delegate runs and jobs to (default: run in this process; engine and job flags other than --sync-budget then apply on the server)")
+	fs.StringVar(&token, "token", "", "bearer token of the execution server (with --executor)")
+	fs.Float64Var(&httpTimeout, "http-timeout", httpapi.DefaultTimeoutBuffer.Seconds(), "seconds added to a run's timeout for the HTTP call to the execution server; also how long it may stay silent (with --executor)")
+	if code, ok := parseFlags(fs, args, mcpAliases, stderr); !ok {
 		return code
 	}
 	logger := newLogger(stderr, logLevel)
-	ex, err := ef.executor()
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
-		return 1
-	}
-	defer ex.Engine().Close() // after the jobs: stops warm interpreters, lets new environments finish sealing
-	cfg := ex.Engine().Config()
-	logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
-	if why := engine.WarmIneligible(cfg.Sandbox); ef.warm > 0 && why != "" {
-		logger.Info("warm interpreters stay unused: runs start cold", "why", why, "warm_needs", "--sandbox none --memory-limit -1 --max-procs -1")
-	}
-	jx, err := jf.open(ctx, ex, logger)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
-		return 1
-	}
-	defer func() {
-		// Running jobs are killed and recorded as failed ("server shut down").
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := jx.Close(stopCtx); err != nil {
-			logger.Error("closing jobs", "err", err)
+	var ex executor.Executor
+	if remote != "" {
+		c, err := httpapi.NewClient(remote, httpapi.ClientOptions{Token: token, TimeoutBuffer: seconds(httpTimeout)})
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 2
 		}
-	}()
-	srv := mcpserver.New(jx, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget()})
+		ex = c
+		// Like the seed's MCP client, start even when the server is down
+		// (each call then says so); just tell the operator now.
+		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if info, err := c.Info(hctx); err != nil {
+			logger.Warn("execution server not reachable yet", "url", c.URL(), "err", err)
+		} else {
+			logger.Info("pyexec MCP server on stdio, delegating to an execution server", "version", Version, "url", c.URL(), "server_version", info.Version, "workspace", info.Workspace)
+		}
+		cancel()
+	} else {
+		local, err := ef.executor()
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 1
+		}
+		defer local.Engine().Close() // after the jobs: stops warm interpreters, lets new environments finish sealing
+		cfg := local.Engine().Config()
+		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
+		if why := engine.WarmIneligible(cfg.Sandbox); ef.warm > 0 && why != "" {
+			logger.Info("warm interpreters stay unused: runs start cold", "why", why, "warm_needs", "--sandbox none --memory-limit -1 --max-procs -1")
+		}
+		jx, err := jf.open(ctx, local, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 1
+		}
+		defer func() {
+			// Running jobs are killed and recorded as failed ("server shut down").
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := jx.Close(stopCtx); err != nil {
+				logger.Error("closing jobs", "err", err)
+			}
+		}()
+		ex = jx
+	}
+	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget()})
 	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1

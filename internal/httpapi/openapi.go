@@ -1,0 +1,288 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
+)
+
+// The OpenAPI 3.1 document is generated from the very Go types the handlers
+// decode and encode (jsonschema.For, as the MCP tools' schemas are), so it
+// cannot drift from them; a test validates real responses against it.
+
+type schemaEntry struct {
+	name   string
+	schema func() (*jsonschema.Schema, error)
+}
+
+func forType[T any]() func() (*jsonschema.Schema, error) {
+	return func() (*jsonschema.Schema, error) { return jsonschema.For[T](nil) }
+}
+
+var componentSchemas = []schemaEntry{
+	{"RunRequest", forType[RunRequest]()},
+	{"RunHandoff", forType[RunHandoff]()},
+	{"RunResult", forType[engine.Result]()},
+	{"RunStreamLine", forType[StreamLine[engine.Result]]()},
+	{"BatchRequest", forType[executor.BatchRequest]()},
+	{"BatchResult", forType[executor.BatchResult]()},
+	{"BatchStreamLine", forType[StreamLine[executor.BatchResult]]()},
+	{"Info", forType[executor.Info]()},
+	{"Health", forType[Health]()},
+	{"Error", forType[ErrorBody]()},
+	{"ExecuteRequest", forType[ExecuteRequest]()},
+	{"ExecuteResponse", forType[ExecuteResponse]()},
+	{"ExecuteError", forType[ExecuteError]()},
+	{"StartJobRequest", forType[StartJobRequest]()},
+	{"Job", forType[jobs.Job]()},
+	{"JobList", forType[jobs.JobList]()},
+	{"OutputChunk", forType[jobs.Chunk]()},
+	{"PruneRequest", forType[PruneRequest]()},
+	{"PruneResult", forType[jobs.PruneResult]()},
+	{"JobEvent", forType[JobEvent]()},
+}
+
+var openAPIDoc = sync.OnceValues(buildOpenAPI)
+
+// OpenAPI returns the OpenAPI 3.1 document of the REST API (JSON).
+func OpenAPI(version string) ([]byte, error) {
+	doc, err := openAPIDoc()
+	if err != nil {
+		return nil, err
+	}
+	// The version is the only per-server part.
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	m["info"].(map[string]any)["version"] = version
+	return json.MarshalIndent(m, "", "  ")
+}
+
+type obj = map[string]any
+
+func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+
+func jsonContent(schema string) obj {
+	return obj{"application/json": obj{"schema": ref(schema)}}
+}
+
+func resp(desc, schema string) obj {
+	return obj{"description": desc, "content": jsonContent(schema)}
+}
+
+func errResp(desc string) obj { return resp(desc, "Error") }
+
+func buildOpenAPI() ([]byte, error) {
+	schemas := obj{}
+	for _, e := range componentSchemas {
+		s, err := e.schema()
+		if err != nil {
+			return nil, fmt.Errorf("openapi schema %s: %w", e.name, err)
+		}
+		schemas[e.name] = s
+	}
+	common := func(extra obj) obj {
+		r := obj{
+			"401": errResp("Missing or wrong bearer token."),
+			"405": errResp("Method not allowed on this path (the Allow header lists the right ones)."),
+			"403": errResp("Refused: a non-loopback Host on a loopback server (DNS rebinding protection) or a cross-origin browser request."),
+			"503": errResp("The server is shutting down."),
+		}
+		for k, v := range extra {
+			r[k] = v
+		}
+		return r
+	}
+	runBody := func(schema string) obj {
+		return obj{"required": true, "content": jsonContent(schema)}
+	}
+	streamed := func(result, line string) obj {
+		return obj{
+			"description": "The result. With `Accept: " + MediaNDJSON + "` the response streams one JSON object per line: " +
+				"`{\"progress\": ...}` heartbeats (about every 0.5 s) while the call runs, then one final `{\"result\": ...}` " +
+				"(or `{\"error\": ...}` if the call failed after streaming began). A request rejected before it starts still " +
+				"gets its 4xx status and an Error body.",
+			"content": obj{
+				"application/json": obj{"schema": ref(result)},
+				MediaNDJSON:        obj{"schema": ref(line)},
+			},
+		}
+	}
+	runErrors := obj{
+		"400": errResp("The request was rejected before running; `field` names what to change."),
+		"413": errResp("The body exceeds the limit (the code limit plus headroom)."),
+		"415": errResp("The body is not JSON."),
+		"429": errResp("Busy: too many runs in flight; retry after the Retry-After seconds."),
+	}
+	paths := obj{
+		"/v1/run": obj{"post": obj{
+			"operationId": "run",
+			"summary":     "Run Python code or a workspace script to completion.",
+			"description": "A failed run is a 200 with exit_code != 0; only a rejected request is an error.",
+			"requestBody": runBody("RunRequest"),
+			"responses": common(merge(runErrors, obj{
+				"200": streamed("RunResult", "RunStreamLine"),
+				"202": resp("With sync_budget: the run outlived its budget and goes on as a background job (when streamed, the last line is {\"handoff\": ...} instead).", "RunHandoff"),
+			})),
+		}},
+		"/v1/batch": obj{"post": obj{
+			"operationId": "batch",
+			"summary":     "Run up to 20 independent requests in parallel; results in input order.",
+			"requestBody": runBody("BatchRequest"),
+			"responses":   common(merge(runErrors, obj{"200": streamed("BatchResult", "BatchStreamLine")})),
+		}},
+		"/v1/info": obj{"get": obj{
+			"operationId": "info",
+			"summary":     "Version, workspace, interpreters, uv and limits of the executing side.",
+			"responses":   common(obj{"200": resp("Server information.", "Info")}),
+		}},
+		"/health": obj{"get": obj{
+			"operationId": "health",
+			"summary":     "Liveness (no token needed).",
+			"security":    []any{},
+			"responses":   obj{"200": resp("The server is up.", "Health"), "503": errResp("The server is shutting down.")},
+		}},
+		"/execute": obj{"post": obj{
+			"operationId": "execute",
+			"summary":     "The uv-exec-mcp seed's API: run a .py file of the working directory.",
+			"requestBody": runBody("ExecuteRequest"),
+			"responses": common(obj{
+				"200": resp("The run's result (a failed run is still a 200).", "ExecuteResponse"),
+				"400": resp("Rejected: bad script_path (outside the directory, not .py, missing) or timeout.", "ExecuteError"),
+				"413": resp("The body is too large.", "ExecuteError"),
+				"415": resp("The body is not JSON.", "ExecuteError"),
+				"429": resp("Busy: too many runs in flight.", "ExecuteError"),
+			}),
+		}},
+		"/metrics": obj{"get": obj{
+			"operationId": "metrics",
+			"summary":     "Prometheus metrics (text exposition format).",
+			"responses": common(obj{"200": obj{"description": "Metrics.",
+				"content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}}),
+		}},
+		"/openapi.json": obj{"get": obj{
+			"operationId": "openapi",
+			"summary":     "This document.",
+			"responses":   common(obj{"200": obj{"description": "OpenAPI 3.1.", "content": obj{"application/json": obj{"schema": obj{"type": "object"}}}}}),
+		}},
+		"/v1/jobs": obj{
+			"post": obj{
+				"operationId": "startJob",
+				"summary":     "Start a background job (servers with jobs).",
+				"requestBody": runBody("StartJobRequest"),
+				"responses": common(merge(runErrors, obj{
+					"202": resp("The job, pending or running; Location names it.", "Job"),
+					"429": errResp("Busy: the queue of pending jobs is full."),
+				})),
+			},
+			"get": obj{
+				"operationId": "listJobs",
+				"summary":     "Jobs, newest first; total counts all matches before the limit.",
+				"parameters": []any{
+					query("status", "string", "Only jobs with this status: pending, running, completed, failed or cancelled."),
+					query("label", "string", "Only jobs with exactly this job_label."),
+					query("limit", "integer", "Most jobs to return (default 50)."),
+					query("include_request", "boolean", "Include each job's request (env_vars values redacted)."),
+				},
+				"responses": common(obj{"200": resp("The jobs.", "JobList"), "400": errResp("A bad parameter; field names it.")}),
+			},
+		},
+		"/v1/jobs/{id}": obj{"get": obj{
+			"operationId": "getJob",
+			"summary":     "One job: status, timestamps, exit information, script progress.",
+			"parameters":  []any{jobID},
+			"responses":   common(obj{"200": resp("The job.", "Job"), "404": errResp("No such job.")}),
+		}},
+		"/v1/jobs/{id}/output": obj{"get": obj{
+			"operationId": "jobOutput",
+			"summary":     "A job's output after byte offsets; nothing is ever returned twice.",
+			"description": "Pass back next_stdout_offset/next_stderr_offset as stdout_offset/stderr_offset. wait long-polls for new output or the end. " +
+				"With `Accept: text/event-stream` the answer is a live SSE stream until the job ends: `status` events (the Job, at once and on every status, phase or progress change), " +
+				"`output` events (an OutputChunk of new output; the event id is `STDOUT_OFFSET:STDERR_OFFSET`, usable as Last-Event-ID to resume), then one `end` event (the finished Job); `: keepalive` comments every 15 s when idle.",
+			"parameters": []any{jobID,
+				query("stdout_offset", "integer", "Byte offset in stdout to read from (default 0)."),
+				query("stderr_offset", "integer", "Byte offset in stderr to read from (default 0)."),
+				query("max_bytes", "integer", "Most bytes of each stream to return (default 262144)."),
+				query("wait", "number", "Seconds to wait for new output or the end when there is nothing new yet (at most 120)."),
+			},
+			"responses": common(obj{
+				"200": obj{"description": "New output, or the SSE stream.", "content": obj{
+					"application/json":  obj{"schema": ref("OutputChunk")},
+					"text/event-stream": obj{"schema": obj{"type": "string"}},
+				}},
+				"400": errResp("A bad parameter; field names it."),
+				"404": errResp("No such job."),
+			}),
+		}},
+		"/v1/jobs/{id}/events": obj{"get": obj{
+			"operationId": "jobEvents",
+			"summary":     "SSE stream of the job's coalesced change events (`change` events with a JobEvent), until the job ends.",
+			"parameters":  []any{jobID},
+			"responses": common(obj{
+				"200": obj{"description": "The SSE stream.", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}},
+				"404": errResp("No such job."),
+			}),
+		}},
+		"/v1/jobs/{id}/cancel": obj{"post": obj{
+			"operationId": "cancelJob",
+			"summary":     "Cancel a pending or running job: its whole process tree is killed; its output stays readable.",
+			"parameters":  []any{jobID},
+			"responses":   common(obj{"200": resp("The job (cancelled, or its final status if it had already finished).", "Job"), "404": errResp("No such job.")}),
+		}},
+		"/v1/jobs/prune": obj{"post": obj{
+			"operationId": "pruneJobs",
+			"summary":     "Remove finished jobs and their logs. Pending and running jobs are never removed.",
+			"requestBody": obj{"required": false, "content": jsonContent("PruneRequest")},
+			"responses":   common(obj{"200": resp("How many were removed.", "PruneResult"), "400": errResp("A bad field.")}),
+		}},
+		"/mcp": obj{"post": obj{
+			"operationId": "mcp",
+			"summary":     "MCP over Streamable HTTP (JSON-RPC; see the MCP specification). Stateless 2026-07-28 requests and session-based 2025-06-18/2025-11-25 clients are both served.",
+			"requestBody": obj{"required": true, "content": obj{"application/json": obj{"schema": obj{"type": "object"}}}},
+			"responses": common(obj{"200": obj{"description": "JSON-RPC responses, as an SSE stream (progress notifications arrive in it).",
+				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}}),
+		}},
+	}
+	doc := obj{
+		"openapi":           "3.1.0",
+		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+		"info": obj{
+			"title":       "pyexec execution server",
+			"version":     "",
+			"description": "Runs Python for AI agents and programs: inline code or workspace scripts, with hard timeouts that kill the whole process tree, capped output and measured resources. Errors are `{\"error\": {\"code\", \"message\", \"field\"}}`.",
+		},
+		"paths": paths,
+		"components": obj{
+			"schemas": schemas,
+			"securitySchemes": obj{
+				"bearer": obj{"type": "http", "scheme": "bearer", "description": "The server's --token (PYEXEC_TOKEN). Servers started without a token accept any request."},
+			},
+		},
+		"security": []any{obj{"bearer": []any{}}},
+	}
+	return json.Marshal(doc)
+}
+
+var jobID = obj{"name": "id", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The job id."}
+
+func query(name, typ, desc string) obj {
+	return obj{"name": name, "in": "query", "required": false, "schema": obj{"type": typ}, "description": desc}
+}
+
+func merge(a, b obj) obj {
+	out := obj{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
