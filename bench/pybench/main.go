@@ -387,7 +387,7 @@ func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*r
 // httpRow measures (f): run_python over MCP Streamable HTTP against
 // `pyexec serve`, when this build has it.
 func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
-	r := &row{id: "f", name: "`run_python` print(1) via `pyexec serve` /mcp over HTTP (go-sdk client, sequential)"}
+	r := &row{id: "f", name: "`run_python` print(1) via `pyexec serve " + strings.Join(openFlags, " ") + "` /mcp over Streamable HTTP (go-sdk client, sequential)"}
 	if exec.Command(bin, "serve", "--help").Run() != nil {
 		r.na = "not built (no `pyexec serve` in this build)"
 		return r
@@ -440,6 +440,9 @@ func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
 		}
 	}
 	r.samples = sample(n, call)
+	if z := processesWith(filepath.Join(state, "warm", "driver-")); len(z) == 0 {
+		r.note = "no warm interpreter running: these calls were cold"
+	}
 	return r
 }
 
