@@ -164,7 +164,7 @@ print('end of script')`}},
 		{"process tree ids", Request{Code: `import os
 print(os.getpgrp() == os.getppid(), os.getppid() != 1, os.getsid(0) != os.getpid())`}},
 		{"open fds", Request{Code: `import os
-print(sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) < 10))`}},
+print(sorted(int(f) for f in os.listdir('/proc/self/fd')))`}},
 		{"warnings", Request{Code: "import warnings\nwarnings.warn('careful')\nprint('after')"}},
 		{"subprocess python", Request{Code: `import subprocess, sys
 print(subprocess.run([sys.executable, '-c', 'import os, sys; print(os.environ["FOO"], sys.argv)', 'z'], capture_output=True, text=True).stdout.strip())`, EnvVars: map[string]string{"FOO": "from-parent"}}},
