@@ -500,7 +500,7 @@ func TestObserverSeesOutputAsItComes(t *testing.T) {
 	obs := &startObserver{marker: "first", seen: make(chan struct{})}
 	// The script waits for a file the test creates only after the observer
 	// saw the first line: output must be streamed, not delivered at exit.
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := gatePath(t)
 	code := fmt.Sprintf("import os, time\nprint('first', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('second')", gate)
 	done := make(chan Result, 1)
 	go func() {

@@ -46,7 +46,12 @@ func TestHostileCorpusEngine(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the hostile corpus needs root (cgroups, run-as)")
 	}
-	const py = "/usr/bin/python3.11"
+	// pyenv's interpreter under /root (0700) when there is one, as on
+	// these machines: runs reach it through their mount namespace binds.
+	py := "/root/.pyenv/versions/3.11.7/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		py = "/usr/bin/python3.11"
+	}
 	if _, err := os.Stat(py); err != nil {
 		t.Skip("needs " + py)
 	}
@@ -62,17 +67,20 @@ func TestHostileCorpusEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Everything reachable by nobody (t.TempDir's parent is 0700).
+	// The workspace is writable by nobody; the state dir lives under a
+	// 0700 "home" like /root/.local/state/pyexec (the default here), which
+	// runs reach only through their mount namespace binds.
 	base, err := os.MkdirTemp("", "pyexec-hostile-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	os.Chmod(base, 0o755)
-	ws, state, outside := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "outside")
+	ws, state, outside := filepath.Join(base, "ws"), filepath.Join(base, "home", "state"), filepath.Join(base, "outside")
 	for _, d := range []string{ws, state, outside} {
-		os.Mkdir(d, 0o755)
+		os.MkdirAll(d, 0o755)
 	}
+	os.Chmod(filepath.Join(base, "home"), 0o700)
 	os.Chmod(ws, 0o777)
 	os.Chmod(outside, 0o777)
 	secretDir, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")

@@ -69,6 +69,10 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		ReadOnly:  ro,
 		Hidden:    hiddenTrees(e.cfg.StateDir),
 		RunAs:     choice.Cred,
+		// An explicit --run-as USER fails closed in the launcher when what
+		// the run needs cannot be made reachable; auto falls back to root
+		// without capabilities and says so.
+		RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
 	}
 	return spec, notes, nil
 }
@@ -199,6 +203,13 @@ func (e *Engine) RunAsPreview(ctx context.Context) string {
 		return "runs are refused: " + err.Error()
 	case choice.Cred != nil:
 		s := fmt.Sprintf("%s (uid %d, gid %d)", choice.Cred.Name, choice.Cred.UID, choice.Cred.GID)
+		if len(choice.Hidden) > 0 {
+			s += fmt.Sprintf("; %s not searchable by %s: each run sees only what it needs under it (bound into a private mount namespace), the rest (keys, tokens, other runs' files) is invisible",
+				strings.Join(choice.Hidden, ", "), choice.Cred.Name)
+		}
+		if choice.IdmappedWorkspace {
+			s += fmt.Sprintf("; the workspace (owned by uid %d) is mounted idmapped for runs: %s writes it as its owner, files stay uid %d's on disk", os.Geteuid(), choice.Cred.Name, os.Geteuid())
+		}
 		if len(choice.Notes) > 0 {
 			s += "; " + strings.Join(choice.Notes, "; ")
 		}

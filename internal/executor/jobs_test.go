@@ -41,7 +41,7 @@ func openJobs(t *testing.T, cfg engine.Config, jc jobs.Config) *LocalJobs {
 func TestJobProgressFromRealScript(t *testing.T) {
 	lj := openJobs(t, engine.Config{}, jobs.Config{NotifyInterval: time.Millisecond})
 	ctx := context.Background()
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := gatePath(t)
 	code := fmt.Sprintf(`import os, time, pyexec_progress
 pyexec_progress.report(1, 4, "first")
 print("reported", flush=True)

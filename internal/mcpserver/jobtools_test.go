@@ -124,7 +124,9 @@ func TestJobToolsListed(t *testing.T) {
 
 func TestSmartAsyncHandoffThenIncrementalReads(t *testing.T) {
 	h := newJobHarness(t, 500*time.Millisecond)
-	gate := filepath.Join(t.TempDir(), "gate")
+	// In the workspace: the rest of the test dir (0700) does not exist for
+	// a run executing as nobody.
+	gate := filepath.Join(h.workspace, "gate")
 	code := fmt.Sprintf("import os, time\nprint('first', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nfor i in range(3): print('line', i, flush=True)\n", gate)
 	res := h.call(t, context.Background(), "run_python", map[string]any{"code": code, "job_label": "smart"}, nil)
 	if res.IsError {
@@ -219,7 +221,7 @@ func TestAsyncCancelListPrune(t *testing.T) {
 func TestJobResourcesAndSubscription(t *testing.T) {
 	h := newJobHarness(t, time.Minute)
 	ctx := context.Background()
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := gatePath(t)
 	code := fmt.Sprintf("import os, sys, time\nprint('out 1', flush=True)\nprint('err 1', file=sys.stderr, flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('out 2', flush=True)\n", gate)
 	out := decode[RunPythonOutput](t, h.call(t, ctx, "run_python", map[string]any{"code": code, "mode": "async"}, nil))
 	uri := "job://" + out.JobID + "/output"
@@ -258,7 +260,7 @@ func TestJobResourcesAndSubscription(t *testing.T) {
 
 func TestScriptProgressReachesWaitingCall(t *testing.T) {
 	h := newJobHarness(t, time.Minute)
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := gatePath(t)
 	var once sync.Once
 	h.onProg = func(p *mcp.ProgressNotificationParams) {
 		if strings.Contains(p.Message, "2/4 (50%): halfway") {

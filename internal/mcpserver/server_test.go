@@ -278,7 +278,7 @@ func TestRunPythonBatch(t *testing.T) {
 
 func TestProgressNotificationsWhileRunning(t *testing.T) {
 	h := newHarness(t)
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := gatePath(t)
 	var once sync.Once
 	h.onProg = func(p *mcp.ProgressNotificationParams) {
 		// The run only finishes once a heartbeat has reported its output.

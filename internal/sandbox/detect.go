@@ -78,7 +78,7 @@ func Detect() Capabilities {
 	c.Landlock, c.LandlockTCP, c.LandlockScope, c.LandlockABI = detectLandlock()
 	c.NetNS = detectNamespace("net_namespace", syscall.CLONE_NEWNET, "no-network runs get an empty network namespace (loopback only): TCP, UDP and raw sockets cannot reach the host")
 	c.PidNS = detectNamespace("pid_namespace", syscall.CLONE_NEWPID, "strict runs get their own PID namespace: every process dies with the run")
-	c.MountNS = detectNamespace("mount_namespace", syscall.CLONE_NEWNS, "confined runs get a private /dev/shm (multiprocessing works, nothing shared between runs)")
+	c.MountNS = detectNamespace("mount_namespace", syscall.CLONE_NEWNS, "confined runs get a private /dev/shm (multiprocessing works, nothing shared between runs); runs as an unprivileged uid see only what they need below 0700 dirs such as /root (bound into a tmpfs skeleton: keys, tokens, jobs.db, other runs' files do not exist for them) and write a server-owned workspace through an idmapped mount")
 	if !c.Root {
 		c.MountNS = Mechanism{Name: "mount_namespace", Detail: "needs a root server: runs share the host's /dev/shm (strict: no /dev/shm)"}
 	}

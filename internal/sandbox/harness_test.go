@@ -58,6 +58,7 @@ func testLauncherMain() int {
 		return write()
 	}
 	argv := os.Args[1:]
+	reachFailForTest = strings.HasPrefix(spec.RunID, "test-reachfail-")
 	r, err := Prepare(spec)
 	if err != nil {
 		out.StartErr = err.Error()

@@ -269,6 +269,10 @@ type Spec struct {
 	ReadWrite []string `json:"read_write,omitempty"`
 	// RunAs, when set, is the identity Python runs as (the launcher is root).
 	RunAs *Credential `json:"run_as,omitempty"`
+	// RunAsRequired says RunAs was demanded explicitly (--run-as USER): if
+	// the launcher cannot make what the run needs reachable by it, the run
+	// fails closed instead of falling back to root without capabilities.
+	RunAsRequired bool `json:"run_as_required,omitempty"`
 }
 
 // Validate checks that a Spec is self-consistent before anything is applied.

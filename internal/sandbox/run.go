@@ -59,10 +59,17 @@ type Run struct {
 	dropCap bool
 	// privateShm: give the run its own /dev/shm in a mount namespace.
 	privateShm bool
-	applied    []string
-	skipped    []string
-	release    chan struct{}
-	started    bool
+	// reach: hidden ancestors of needed paths covered and the paths bound
+	// back, in that mount namespace (see reach.go).
+	reach *reachPlan
+	// idmapUserns is the user namespace fd of the workspace idmapping
+	// (-1: the workspace is mounted as is; see idmap.go).
+	idmapUserns int
+	idmapCh     chan idmapResult
+	applied     []string
+	skipped     []string
+	release     chan struct{}
+	started     bool
 }
 
 // Prepare checks the spec against what the kernel can do, creates the run's
@@ -74,7 +81,7 @@ func Prepare(spec Spec) (*Run, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Run{spec: spec, release: make(chan struct{})}
+	r := &Run{spec: spec, release: make(chan struct{}), idmapUserns: -1}
 	r.spec.Limits = spec.Limits.WithDefaults()
 	confine := spec.Policy != PolicyNone
 	r.netDeny = spec.EffectiveNetwork() == NetworkDeny
@@ -109,9 +116,35 @@ func Prepare(spec Spec) (*Run, error) {
 			r.applied = append(r.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.mode, lim.MemoryBytes, lim.MaxProcs))
 		}
 	}
+	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
+		// The idmapping's user namespace takes a short-lived process
+		// (~1 ms): made while the cgroup and Landlock plan are prepared,
+		// collected by Start.
+		r.idmapCh = make(chan idmapResult, 1)
+		go func(cred *Credential) {
+			fd, err := usernsFD(cred)
+			r.idmapCh <- idmapResult{fd, err}
+		}(r.spec.RunAs)
+	}
+	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 {
+		var rw []string
+		for _, d := range append([]string{r.spec.Workspace, r.spec.TmpDir}, r.spec.ReadWrite...) {
+			if d != "" {
+				rw = append(rw, d)
+			}
+		}
+		plan, err := planReach(r.spec.RunAs, r.spec.ReadOnly, rw)
+		if err != nil {
+			if ferr := r.runAsRoot("cannot plan the mount namespace binds: " + err.Error()); ferr != nil {
+				r.Close()
+				return nil, ferr
+			}
+		}
+		r.reach = plan
+	}
 	childUID := os.Geteuid()
-	if spec.RunAs != nil {
-		childUID = int(spec.RunAs.UID)
+	if r.spec.RunAs != nil {
+		childUID = int(r.spec.RunAs.UID)
 	}
 	// RLIMIT_NPROC counts every process of the uid on the machine, so it is
 	// only a fallback when there is no pids cgroup, and only for a dedicated
@@ -164,8 +197,8 @@ func Prepare(spec Spec) (*Run, error) {
 			}
 		}
 	}
-	if spec.RunAs != nil {
-		r.applied = append(r.applied, fmt.Sprintf("run as uid %d gid %d", spec.RunAs.UID, spec.RunAs.GID))
+	if r.spec.RunAs != nil {
+		r.applied = append(r.applied, fmt.Sprintf("run as uid %d gid %d", r.spec.RunAs.UID, r.spec.RunAs.GID))
 	} else if childUID == 0 && confine {
 		r.applied = append(r.applied, "run as root with an empty capability bounding set")
 	}
@@ -178,8 +211,8 @@ func Prepare(spec Spec) (*Run, error) {
 		// root run has no CAP_DAC_OVERRIDE either). A non-root server made
 		// it itself, so it already owns it.
 		uid, gid := os.Geteuid(), os.Getegid()
-		if spec.RunAs != nil {
-			uid, gid = int(spec.RunAs.UID), int(spec.RunAs.GID)
+		if r.spec.RunAs != nil {
+			uid, gid = int(r.spec.RunAs.UID), int(r.spec.RunAs.GID)
 		}
 		if err := os.Chown(spec.TmpDir, uid, gid); err != nil {
 			r.Close()
@@ -199,6 +232,63 @@ func Prepare(spec Spec) (*Run, error) {
 	return r, nil
 }
 
+// runAsRoot falls back from the run-as user to root without capabilities
+// (today's behaviour when nobody cannot reach what the run needs), with a
+// note saying why, unless the policy demands the run-as user: then it
+// returns the error to fail closed.
+func (r *Run) runAsRoot(why string) error {
+	cred := r.spec.RunAs
+	if cred == nil {
+		return nil
+	}
+	if r.spec.RunAsRequired {
+		return fmt.Errorf("sandbox: run-as %s (uid %d) required but: %s", cred.Name, cred.UID, why)
+	}
+	r.spec.RunAs = nil
+	r.reach = nil
+	if r.idmapUserns >= 0 {
+		unix.Close(r.idmapUserns)
+		r.idmapUserns = -1
+	}
+	r.skipped = append(r.skipped, fmt.Sprintf("run as uid %d: ran as root without capabilities instead: %s", cred.UID, why))
+	return nil
+}
+
+type idmapResult struct {
+	fd  int
+	err error
+}
+
+// collectIdmap waits for the idmapping's user namespace started by Prepare;
+// without it, the run falls back to root (or fails when run-as is required).
+func (r *Run) collectIdmap() error {
+	if r.idmapCh == nil {
+		return nil
+	}
+	res := <-r.idmapCh
+	r.idmapCh = nil
+	if res.err == nil && r.spec.RunAs != nil {
+		r.idmapUserns = res.fd
+		return nil
+	}
+	if res.err == nil {
+		unix.Close(res.fd)
+		return nil
+	}
+	if err := r.runAsRoot("workspace not writable and no idmapping: " + res.err.Error()); err != nil {
+		return err
+	}
+	if err := chownTmp(r.spec.TmpDir, os.Geteuid(), os.Getegid()); err != nil {
+		return fmt.Errorf("sandbox: give the tmp dir back to root: %w", err)
+	}
+	for i, s := range r.applied {
+		if strings.HasPrefix(s, "run as uid ") {
+			r.applied[i] = "run as root with an empty capability bounding set"
+		}
+	}
+	return nil
+}
+
 // Start starts the confined process like syscall.ForkExec(path, argv, attr)
 // and returns its pid. attr.Sys may carry the launcher's own settings
 // (Setpgid, Pdeathsig, Setsid...); Start adds Credential, Cloneflags and
@@ -206,7 +296,10 @@ func Prepare(spec Spec) (*Run, error) {
 //
 // The fork happens from a dedicated locked OS thread that, in this order,
 // joins the run's v1 cgroups, enters the empty network namespace, enters a
-// mount namespace with a private /dev/shm, drops its capability bounding
+// mount namespace with a private /dev/shm (where, for a run-as uid, needed
+// paths below unsearchable dirs such as /root are bound back into a tmpfs
+// skeleton and a server-owned workspace is idmapped: reach.go, idmap.go),
+// drops its capability bounding
 // set, sets no_new_privs and enforces Landlock, starts the PID namespace's
 // placeholder init, and installs the seccomp filter: all per-thread state
 // the child inherits. (Namespaces and mounts need privileges Landlock and
@@ -226,6 +319,9 @@ func (r *Run) Start(path string, argv []string, attr *syscall.ProcAttr) (int, er
 		sys = &cp
 	}
 	a.Sys = sys
+	if err := r.collectIdmap(); err != nil {
+		return 0, err
+	}
 	if r.spec.RunAs != nil {
 		sys.Credential = &syscall.Credential{Uid: r.spec.RunAs.UID, Gid: r.spec.RunAs.GID, Groups: []uint32{}}
 	}
@@ -317,12 +413,50 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			r.skipped = append(r.skipped, "network namespace: "+err.Error()+": "+what)
 		}
 	}
+	var shmErr error
 	if r.privateShm {
-		if err := enterPrivateShm(r.spec.Limits.MemoryBytes); err != nil {
+		if shmErr = enterPrivateShm(r.spec.Limits.MemoryBytes); shmErr != nil {
 			// Optional: strict then simply has no /dev/shm (see planLandlock).
-			r.skipped = append(r.skipped, "private /dev/shm: "+err.Error())
+			r.skipped = append(r.skipped, "private /dev/shm: "+shmErr.Error())
 		} else {
 			r.applied = append(r.applied, "mount namespace with a private /dev/shm")
+		}
+	}
+	if r.reach != nil || r.idmapUserns >= 0 {
+		// Still in this thread's fresh mount namespace, before the
+		// capability drop, Landlock and seccomp take mounting away.
+		err := shmErr
+		switch {
+		case !r.privateShm:
+			err = errors.New("no private mount namespace")
+		case err == nil && r.reach != nil:
+			err = r.reach.apply()
+			if err == nil {
+				r.applied = append(r.applied, r.reach.desc())
+			}
+		}
+		if err == nil && r.idmapUserns >= 0 {
+			if err = idmapOver(r.spec.Workspace, r.idmapUserns); err == nil {
+				r.applied = append(r.applied, fmt.Sprintf("workspace idmapped: uid %d owns the server's files in it (created files are the server's on disk)", r.spec.RunAs.UID))
+			}
+		}
+		if err != nil {
+			// The plan undid its mounts: root (the owner) still reaches
+			// everything the run needs.
+			if ferr := r.runAsRoot("mount namespace binds failed: " + err.Error()); ferr != nil {
+				leaveCgroup()
+				return 0, ferr
+			}
+			if err := chownTmp(r.spec.TmpDir, os.Geteuid(), os.Getegid()); err != nil {
+				leaveCgroup()
+				return 0, fmt.Errorf("sandbox: give the tmp dir back to root: %w", err)
+			}
+			a.Sys.Credential = nil
+			for i, s := range r.applied {
+				if strings.HasPrefix(s, "run as uid ") {
+					r.applied[i] = "run as root with an empty capability bounding set"
+				}
+			}
 		}
 	}
 	if r.dropCap {
@@ -506,6 +640,16 @@ func (r *Run) Close() error {
 	case <-r.release:
 	default:
 		close(r.release)
+	}
+	if r.idmapCh != nil {
+		if res := <-r.idmapCh; res.err == nil {
+			unix.Close(res.fd)
+		}
+		r.idmapCh = nil
+	}
+	if r.idmapUserns >= 0 {
+		unix.Close(r.idmapUserns)
+		r.idmapUserns = -1
 	}
 	if r.cg == nil {
 		return nil

@@ -105,15 +105,27 @@ func TestCheckAccess(t *testing.T) {
 			t.Errorf("/root (%v) reported reachable by nobody", st.Mode())
 		}
 	}
-	ch, err := ChooseRunAs(RunAsAuto, "/", []string{"/usr/bin/true"})
+	// A workspace of another user (not the server's: no idmapping) that
+	// nobody cannot write.
+	other := t.TempDir()
+	os.Chmod(filepath.Dir(other), 0o755)
+	os.Chown(other, 1234, 1234)
+	os.Chmod(other, 0o755)
+	ch, err := ChooseRunAs(RunAsAuto, other, []string{"/usr/bin/true"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if os.Geteuid() == 0 && (ch.Cred != nil || len(ch.Notes) == 0) {
 		t.Errorf("auto with unwritable workspace: want root-without-caps and a note, got %+v", ch)
 	}
-	if os.Geteuid() == 0 {
-		if _, err := ChooseRunAs("nobody", "/tmp", []string{"/root/.pyenv/versions"}); err == nil {
+	if os.Geteuid() == 0 && err == nil && st.Mode().Perm()&0o001 == 0 {
+		ch, err := ChooseRunAs("nobody", "/tmp", []string{"/root/.pyenv/versions"})
+		switch {
+		case ReachAvailable() && err != nil:
+			t.Errorf("explicit nobody with an interpreter under /root and a mount namespace: %v", err)
+		case ReachAvailable() && (ch.Cred == nil || len(ch.Hidden) != 1 || ch.Hidden[0] != "/root"):
+			t.Errorf("explicit nobody, /root hidden: want nobody and Hidden [/root], got %+v", ch)
+		case !ReachAvailable() && err == nil:
 			t.Error("explicit nobody with an interpreter under /root: want an error")
 		}
 	}

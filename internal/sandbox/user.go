@@ -15,24 +15,37 @@ import (
 // RLIMIT_NPROC, may signal or ptrace the server, and can read every file.
 //
 // The trouble is ownership: an unprivileged uid cannot write a workspace
-// owned by root (and cannot even reach an interpreter under /root, which is
-// 0700 on these machines). pyexec never changes the operator's workspace
-// permissions behind their back. Instead:
+// owned by root, and cannot even reach an interpreter or a state dir under
+// /root, which is 0700 on these machines. pyexec never changes permissions
+// behind the operator's back. Instead, in the run's private mount namespace
+// (root server):
 //
-//   - RunAsAuto (the default): run as "nobody" when nobody can execute the
-//     interpreter and write the workspace; otherwise run as root WITHOUT
+//   - every needed path below an ancestor the run uid cannot search is
+//     bound back into a read-only tmpfs skeleton covering that ancestor
+//     (reach.go): the run reaches its interpreter, environment, code file,
+//     jobs helper and tmp dir, and nothing else of /root exists for it;
+//   - a workspace owned by the server's uid is mounted over itself with an
+//     idmapping (idmap.go): the run writes it as its owner, files stay the
+//     server's on disk.
+//
+// Modes:
+//
+//   - RunAsAuto (the default): run as "nobody" when, with the above, nobody
+//     can execute the interpreter and write the workspace; otherwise (or
+//     when the launcher cannot set the namespace up) run as root WITHOUT
 //     capabilities (empty bounding set: no CAP_KILL, CAP_SYS_ADMIN, raw
 //     sockets, module loading...) and say so in every result. Landlock's
 //     signal scoping, the pids cgroup and the filesystem rules still hold.
 //   - RunAsNone ("none"/"root"): always as the server's uid (capabilities
 //     dropped when root).
 //   - a user name or uid[:gid]: always as that user; fail closed if the
-//     interpreter is unreachable; warn if the workspace is not writable.
+//     interpreter is unreachable or the binds fail; warn if the workspace
+//     is not writable.
 //
 // The per-run temp dir is always made writable by chowning it (Prepare),
-// it belongs to the run anyway. To let nobody write a root-owned workspace,
-// the operator grants it: e.g. `setfacl -R -m u:nobody:rwX -m d:u:nobody:rwX WS`
-// or chgrp to nogroup with g+ws, or picks a dedicated uid owning WS.
+// it belongs to the run anyway. A workspace of another user that nobody
+// cannot write needs the operator's grant: e.g.
+// `setfacl -R -m u:nobody:rwX -m d:u:nobody:rwX WS`, or a dedicated uid.
 const (
 	RunAsAuto = "auto"
 	RunAsNone = "none"
@@ -138,6 +151,14 @@ type RunAsChoice struct {
 	Cred *Credential `json:"cred,omitempty"`
 	// Notes explain downgrades and consequences (shown in results/doctor).
 	Notes []string `json:"notes,omitempty"`
+	// Hidden lists the ancestors of needed paths Cred cannot search (e.g.
+	// /root): each run covers them with a tmpfs in its private mount
+	// namespace and binds back only what it needs (see reach.go), so the
+	// rest of them is invisible to runs.
+	Hidden []string `json:"hidden,omitempty"`
+	// IdmappedWorkspace: the workspace belongs to the server's uid and runs
+	// write it through an idmapped mount as its owner (see idmap.go).
+	IdmappedWorkspace bool `json:"idmapped_workspace,omitempty"`
 }
 
 // ChooseRunAs decides who runs Python. mode is RunAsAuto (""), RunAsNone,
@@ -170,15 +191,35 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 		}
 		return RunAsChoice{}, err
 	}
+	// With a private mount namespace, ancestors cred cannot search are
+	// replaced by a 0755 skeleton holding only the needed paths: then what
+	// counts is access to the needed paths themselves.
+	check := CheckAccess
+	var hidden []string
+	if ReachAvailable() {
+		roots := append([]string{workspace}, mustRead...)
+		check = func(c *Credential, p string, want uint32) error {
+			return checkBoundAccess(c, p, want, roots)
+		}
+		hidden = hiddenTops(cred, roots)
+	}
 	var unreachable []error
 	for _, p := range mustRead {
-		if err := CheckAccess(cred, p, AccessRead); err != nil {
+		if err := check(cred, p, AccessRead); err != nil {
 			unreachable = append(unreachable, err)
 		}
 	}
 	var wsErr error
+	var idmapped bool
 	if workspace != "" {
-		wsErr = CheckAccess(cred, workspace, AccessWrite|AccessExec)
+		wsErr = check(cred, workspace, AccessWrite|AccessExec)
+		// The operator's own workspace: an idmapped mount in the run's
+		// namespace lets the run uid write it as its owner (idmap.go).
+		if wsErr != nil && needsIdmap(cred, workspace) && check(cred, workspace, AccessExec) == nil {
+			if err := IdmapAvailable(cred, workspace); err == nil {
+				wsErr, idmapped = nil, true
+			}
+		}
 	}
 	if mode == RunAsAuto {
 		// The first problem is enough to act on; the rest usually repeat it.
@@ -192,12 +233,12 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 				"runs as root without capabilities, not as %s: %v (give %s access or set --run-as)",
 				name, first, name)}}, nil
 		}
-		return RunAsChoice{Cred: cred}, nil
+		return RunAsChoice{Cred: cred, Hidden: hidden, IdmappedWorkspace: idmapped}, nil
 	}
 	if err := errors.Join(unreachable...); err != nil {
 		return RunAsChoice{}, fmt.Errorf("sandbox: run-as %s cannot reach what runs need: %w (e.g. /root is 0700: use an interpreter outside it such as /usr/bin/python3)", name, err)
 	}
-	ch := RunAsChoice{Cred: cred}
+	ch := RunAsChoice{Cred: cred, Hidden: hidden, IdmappedWorkspace: idmapped}
 	if wsErr != nil {
 		ch.Notes = append(ch.Notes, fmt.Sprintf("workspace not writable by %s: %v; writes into it will fail with EACCES", name, wsErr))
 	}
