@@ -92,9 +92,7 @@ func TestHostileCorpusEngine(t *testing.T) {
 	secret := filepath.Join(secretDir, "secret.txt")
 	os.WriteFile(secret, []byte("TOP-SECRET"), 0o644)
 
-	// The default policy and network, spelled out so that the forced-warm
-	// test pass (warm_main_test.go) keeps them.
-	eng, err := New(Config{Workspace: ws, StateDir: state, Python: py, Sandbox: sandbox.Settings{Policy: sandbox.PolicyWorkspace, Network: sandbox.NetworkAllow}})
+	eng, err := New(Config{Workspace: ws, StateDir: state, Python: py})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,9 +162,8 @@ var (
 	forcedEngines []*Engine
 )
 
-// forcedSandbox is what forced-warm tests use for engines that leave the
-// sandbox at its default: the settings warm runs support so far.
-var forcedSandbox = sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
+// warmableSandbox are the sandbox settings warm runs support so far.
+var warmableSandbox = sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
 
 const retryAfterFailure = 30 * time.Second
 
@@ -172,12 +171,6 @@ func newWarmPool(e *Engine) *warmPool {
 	cfg := e.cfg.Warm
 	if cfg.Spares <= 0 && !cfg.off && forcedWarm != nil && len(cfg.Preload) == 0 && cfg.MaxInterpreters == 0 {
 		cfg = *forcedWarm
-		if e.cfg.Sandbox == (sandbox.Settings{Policy: sandbox.DefaultPolicy, Limits: sandbox.Limits{}.WithDefaults()}) {
-			// Sandboxed runs do not run warm yet: tests that leave the
-			// sandbox at its default get the warmable one (tests of the
-			// sandbox set their own settings or tighten per request).
-			e.cfg.Sandbox = forcedSandbox
-		}
 		forcedMu.Lock()
 		forcedEngines = append(forcedEngines, e)
 		forcedMu.Unlock()

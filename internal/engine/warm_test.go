@@ -15,9 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// warmableSandbox is what the warm path supports so far: policy none, no
-// per-run cgroup (rlimits are passed on by the zygote).
-var warmableSandbox = forcedSandbox
 
 // warmPair returns a cold and a warm engine over the same workspace and
 // state dir, so code files (and so tracebacks) are the same for both.
