@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // warmPair returns a cold and a warm engine over the same workspace and
 // state dir, so code files (and so tracebacks) are the same for both.
 func warmPair(t *testing.T) (cold, warm *Engine, ws string) {
