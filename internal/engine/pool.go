@@ -39,10 +39,12 @@ import (
 // per-run launcher) and its child G, which waits on the control socket for
 // one request. The server hands G the request and the run's pipes
 // (SCM_RIGHTS); G becomes `python -u FILE ARGS...` in the request's cwd and
-// environment and runs the file as __main__; S reports "started" and "exit"
-// with the tree's rusage on the run's status pipe, exactly as the launcher
-// does. No fork sits on the request's path: the zygote forks the next spare
-// pair while the run goes on.
+// environment and runs the file as __main__. G reports "started" on the
+// run's status pipe and hands the pipe to S, which sleeps in wait4 through
+// the run and reports "exit" with the tree's rusage once every process of
+// the run is reaped, as the launcher does (TERM forwarding, grace, KILL
+// sweeps included). No fork and no wakeup of S sits on the request's path:
+// the zygote forks the next spare pair while the run goes on.
 //
 // Why a fork server and not pre-started interpreters: a pool entry started
 // from scratch costs a full interpreter start of CPU to refill, so under a
@@ -52,9 +54,15 @@ import (
 // A run uses the warm path only when a cold start would be identical:
 // argv is exactly [interpreter, -u, FILE, ARGS...], no variable read at
 // interpreter startup (PYTHON*, LANG, LC_*, HOME, LD_*, MALLOC_*, ...)
-// differs from the zygote's, and no string holds a NUL. Everything else runs
-// cold, and so does a request that finds no ready zygote (one is started in
-// the background for next time).
+// differs from the zygote's (PYTHONPATH is applied by the driver unless a
+// directory on it shadows a startup module), no string or source holds a
+// NUL, at most maxExtraFiles extra files, and a sandbox the zygote can
+// provide (warmSandboxIneligible: for now policy none without cgroup
+// limits). Everything else runs cold, and so does a request that finds no
+// ready zygote (one is started in the background for next time). Zygotes
+// are keyed by interpreter and sandbox settings, retired when idle, when a
+// directory on their sys.path changes, or LRU beyond MaxInterpreters; a
+// retired zygote lets its runs in flight finish.
 
 //go:embed driver.py
 var driverSource []byte
