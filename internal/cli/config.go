@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -20,6 +21,8 @@ type engineFlags struct {
 	maxWorkers     int
 	sandbox        sandboxFlags
 	deps           depsFlags // envs.go
+	warm           int
+	preload        string
 }
 
 // engineAliases are the seeds' environment variables, accepted as aliases.
@@ -38,6 +41,8 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
 	f.sandbox.register(fs)
 	f.deps.register(fs)
+	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
+	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 }
 
 func (f *engineFlags) config() (engine.Config, error) {
@@ -56,7 +61,18 @@ func (f *engineFlags) config() (engine.Config, error) {
 		MaxTimeout:     seconds(f.maxTimeout),
 		OutputCap:      f.outputCap,
 		Deps:           f.deps.config(),
+		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
 	}, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (f *engineFlags) executor() (*executor.Local, error) {

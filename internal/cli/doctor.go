@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // runDoctor tells an operator what this machine offers pyexec.
@@ -18,6 +20,8 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
 		return code
 	}
+	warm, preload := ef.warm, ef.preload
+	ef.warm = 0 // doctor runs nothing worth warming
 	ex, err := ef.executor()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
@@ -47,6 +51,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "inline code\t%d bytes max\n", l.MaxCodeBytes)
 	fmt.Fprintf(w, "inline output\t%d bytes per stream (head and tail kept)\n", l.OutputCapBytes)
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
+	if why := engine.WarmIneligible(ex.Engine().Config().Sandbox); warm > 0 && why != "" {
+		fmt.Fprintf(w, "warm interpreters\ton (--warm %d) but runs start cold: %s (warm runs need --sandbox none --memory-limit -1 --max-procs -1 for now)\n", warm, why)
+	} else if warm > 0 {
+		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server), preload %q\n", warm, preload)
+	} else {
+		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
+	}
 	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
 	sb := info.Sandbox
 	fmt.Fprintf(w, "sandbox\t%s, network %s, run-as %s, best-effort %v\n", sb.Policy, sb.Network, sb.RunAs, sb.BestEffort)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
@@ -73,10 +74,13 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 			return 1
 		}
-		defer local.Engine().Close() // after the jobs: lets new environments finish sealing
+		defer local.Engine().Close() // after the jobs: stops warm interpreters, lets new environments finish sealing
 		cfg := local.Engine().Config()
 		stateDir = cfg.StateDir
 		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
+		if why := engine.WarmIneligible(cfg.Sandbox); ef.warm > 0 && why != "" {
+			logger.Info("warm interpreters stay unused: runs start cold", "why", why, "warm_needs", "--sandbox none --memory-limit -1 --max-procs -1")
+		}
 		jx, err := jf.open(ctx, local, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)

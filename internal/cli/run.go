@@ -76,6 +76,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		req.Stdin = stdinData
 	}
 
+	// One run per process: a warm interpreter would only cost a second start.
+	ef.warm = 0
 	cfg, err := ef.config()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)

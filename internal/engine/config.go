@@ -56,6 +56,9 @@ type Config struct {
 	// else root without capabilities), "none", or a user (see
 	// sandbox.ChooseRunAs).
 	RunAs string
+
+	// Warm configures warm interpreters (pool.go); zero: off.
+	Warm WarmConfig
 }
 
 func (c *Config) setDefaults() error {

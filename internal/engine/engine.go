@@ -22,6 +22,7 @@ type Engine struct {
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
 	caps    capsCache      // what the kernel can enforce (sandbox.go)
+	warm    *warmPool      // nil when warm interpreters are off (pool.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -38,13 +39,17 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, envs: envs}, nil
+	e := &Engine{cfg: cfg, envs: envs}
+	e.warm = newWarmPool(e)
+	return e, nil
 }
 
 // Close waits for the engine's background work to finish: new dependency
 // environments are sealed (bytecode compiled, made read-only) after their
-// first run has started.
+// first run has started. It stops the warm interpreters (runs still in
+// flight on them are killed). The engine must not be used afterwards.
 func (e *Engine) Close() error {
+	e.closeWarm()
 	e.envs.Wait()
 	return nil
 }

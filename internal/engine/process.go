@@ -48,8 +48,7 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		opts.OnStart = obs.Started
 	}
 	start := time.Now()
-	proc, err := launcher.Start(launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace,
-		ExtraFiles: len(p.extraFiles), Sandbox: p.sandbox}, opts)
+	proc, err := e.startProcess(p, opts) // warm when it can be (pool.go)
 	// The children hold their own copies now.
 	outW.Close()
 	errW.Close()

@@ -29,6 +29,10 @@ func run() int {
 	// inherit them in turn.
 	unix.CloseOnExec(specFD)
 	unix.CloseOnExec(statusFD)
+	// Nor may it inherit whatever the server itself inherited without
+	// close-on-exec (its parent's sockets and files): only 0-2 and the
+	// extra files, which StartProcess dup2s into place, reach Python.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	status := os.NewFile(statusFD, "status")
 	report := func(ev Event) {
 		// The server may already be gone; nothing useful to do on error.

@@ -1,0 +1,547 @@
+// Command pybench measures pyexec against starting Python directly, in one
+// run on one machine, and prints a markdown table with every row as a ratio
+// to row (a), the resolved real interpreter running print(1) cold.
+//
+//	go run ./bench/pybench            # from the module root
+//	go run ./bench/pybench -n 500 -heavy sympy
+//
+// It builds the pyexec binary itself (for the MCP rows) and runs the engine
+// in-process (so this binary doubles as the per-run launcher).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/launcher"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+type row struct {
+	id, name string
+	samples  []time.Duration
+	note     string
+	na       string // why the row was not measured
+}
+
+func main() {
+	launcher.MaybeRun()
+	n := flag.Int("n", 200, "samples per row (MCP rows: sequential calls)")
+	nSlow := flag.Int("n-slow", 40, "samples for the slow rows (uv run)")
+	heavy := flag.String("heavy", "sympy", "a heavy installed module for the preload rows (skipped if not importable)")
+	quick := flag.Bool("quick", false, "only rows a, c, d and e (for iterating)")
+	flag.Parse()
+	if err := run(*n, *nSlow, *heavy, *quick); err != nil {
+		fmt.Fprintln(os.Stderr, "pybench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, nSlow int, heavy string, quick bool) error {
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "pybench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	ws := filepath.Join(tmp, "ws")
+	os.MkdirAll(ws, 0o755)
+	load0 := loadavg()
+	start := time.Now()
+
+	// Warm runs support the sandbox policy none without per-run cgroup
+	// limits so far (sandboxed runs start cold): the engine rows compare
+	// cold and warm under those settings; row c0 is the default sandbox.
+	open := sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
+	coldEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-cold"), Sandbox: open})
+	if err != nil {
+		return err
+	}
+	defer coldEng.Close()
+	interp, err := coldEng.DefaultInterpreter(ctx)
+	if err != nil {
+		return err
+	}
+	py := interp.Path
+	fmt.Fprintf(os.Stderr, "interpreter %s (%s)\n", py, interp.Version)
+
+	var rows []*row
+	add := func(r *row) *row { rows = append(rows, r); fmt.Fprintf(os.Stderr, "%s done\n", r.name); return r }
+
+	// (a) the baseline.
+	a := add(&row{id: "a", name: "python -c 'print(1)' (real interpreter, cold)", samples: sample(n, func() error {
+		return exec.Command(py, "-c", "print(1)").Run()
+	})})
+
+	// (b) uv run.
+	if quick {
+		// skipped
+	} else if uv := findUV(py); uv != "" {
+		add(&row{id: "b", name: "uv run --no-project python -c 'print(1)'", note: uv, samples: sample(nSlow, func() error {
+			cmd := exec.Command(uv, "run", "--no-project", "python", "-c", "print(1)")
+			cmd.Dir = ws
+			cmd.Env = append(os.Environ(), "UV_PYTHON="+py, "UV_PYTHON_DOWNLOADS=never", "UV_OFFLINE=1")
+			return cmd.Run()
+		})})
+	} else {
+		add(&row{id: "b", name: "uv run --no-project python -c 'print(1)'", na: "uv not installed"})
+	}
+
+	// (c) and (d): the engine in-process.
+	print1 := engine.Request{Code: "print(1)"}
+	engineRun := func(e *engine.Engine, req engine.Request) func() error {
+		return func() error {
+			res, err := e.Run(ctx, req, nil)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			return err
+		}
+	}
+	boxEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-box")})
+	if err != nil {
+		return err
+	}
+	defer boxEng.Close()
+	add(&row{id: "c0", name: "engine, cold, default sandbox (workspace: landlock, cgroup, run as nobody...)", samples: sample(n/2, engineRun(boxEng, print1))})
+	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE), --sandbox none, no cgroup limits", samples: sample(n, engineRun(coldEng, print1))})
+	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2}})
+	if err != nil {
+		return err
+	}
+	defer warmEng.Close()
+	if err := awaitWarm(warmEng, engineRun(warmEng, print1)); err != nil {
+		return err
+	}
+	before := warmEng.WarmStats().Warm
+	d := add(&row{id: "d", name: "engine, warm (fork server), same settings", samples: sample(n, engineRun(warmEng, print1))})
+	if got := warmEng.WarmStats().Warm - before; got < uint64(n) {
+		d.note = fmt.Sprintf("only %d of %d runs were warm", got, n)
+	}
+
+	// Preload rows.
+	imp := engine.Request{Code: "import json, decimal; print(1)"}
+	if quick {
+		heavy = ""
+	}
+	if !quick {
+		add(&row{id: "i", name: "`import json, decimal; print(1)`: engine cold", samples: sample(n/2, engineRun(coldEng, imp))})
+		add(&row{id: "j", name: "`import json, decimal; print(1)`: engine warm", samples: sample(n/2, engineRun(warmEng, imp))})
+	}
+	preEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-pre"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2, Preload: []string{"json", "decimal"}}})
+	if err != nil {
+		return err
+	}
+	defer preEng.Close()
+	if err := awaitWarm(preEng, engineRun(preEng, imp)); err != nil {
+		return err
+	}
+	if !quick {
+		add(&row{id: "k", name: "`import json, decimal; print(1)`: engine warm, --preload json,decimal", samples: sample(n/2, engineRun(preEng, imp))})
+	}
+	if heavy != "" && exec.Command(py, "-c", "import "+heavy).Run() == nil {
+		hreq := engine.Request{Code: "import " + heavy + "; print(1)"}
+		add(&row{id: "l", name: fmt.Sprintf("`import %s; print(1)`: engine cold", heavy), samples: sample(max(nSlow/2, 5), engineRun(coldEng, hreq))})
+		heng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-heavy"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2, Preload: []string{heavy}}})
+		if err != nil {
+			return err
+		}
+		if err := awaitWarm(heng, engineRun(heng, hreq)); err != nil {
+			return err
+		}
+		add(&row{id: "m", name: fmt.Sprintf("`import %s; print(1)`: engine warm, --preload %s", heavy, heavy), samples: sample(n/2, engineRun(heng, hreq))})
+		heng.Close()
+	}
+
+	// MCP rows against the real binary.
+	bin := filepath.Join(tmp, "pyexec")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/pyexec")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build pyexec (run from the module root): %w", err)
+	}
+	e, g, rss, err := mcpStdio(ctx, bin, ws, filepath.Join(tmp, "state-mcp"), max(n, 200), quick)
+	if err != nil {
+		return fmt.Errorf("mcp over stdio: %w", err)
+	}
+	add(e)
+	if !quick {
+		e0, err := mcpDefault(ctx, bin, ws, filepath.Join(tmp, "state-mcp0"), max(n/2, 50))
+		if err != nil {
+			return fmt.Errorf("mcp (default flags): %w", err)
+		}
+		add(e0)
+		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
+		add(g)
+	}
+
+	// The table.
+	base := median(a.samples)
+	fmt.Printf("## pybench: %s\n\n", start.UTC().Format(time.RFC3339))
+	fmt.Printf("`go run ./bench/pybench -n %d` on %s, %d cores, %s; Python %s (%s); load average before %s, after %s.\n\n",
+		n, kernel(), runtime.NumCPU(), runtime.Version(), interp.Version, py, load0, loadavg())
+	fmt.Println("| row | what | n | median | p95 | p99 | median / (a) |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if r.na != "" {
+			fmt.Printf("| %s | %s | | n/a: %s | | | |\n", r.id, r.name, r.na)
+			continue
+		}
+		m := median(r.samples)
+		note := ""
+		if r.note != "" {
+			note = " (" + r.note + ")"
+		}
+		fmt.Printf("| %s | %s%s | %d | %s | %s | %s | %.3fx |\n", r.id, r.name, note, len(r.samples), ms(m), ms(pct(r.samples, 95)), ms(pct(r.samples, 99)), float64(m)/float64(base))
+	}
+	fmt.Println()
+	if quick {
+		fmt.Printf("engine warm %.0f runs/s vs engine cold %.0f (%.1fx)\n", perSec(d.samples), perSec(c.samples), perSec(d.samples)/perSec(c.samples))
+		return nil
+	}
+	fmt.Printf("Sequential throughput (runs/s, 1/mean): python cold %.0f; engine cold %.0f; engine warm %.0f (%.1fx engine cold, %.1fx python cold); MCP stdio %.0f calls/s.\n",
+		perSec(a.samples), perSec(c.samples), perSec(d.samples), perSec(d.samples)/perSec(c.samples), perSec(d.samples)/perSec(a.samples), perSec(e.samples))
+	fmt.Printf("Server RSS (pyexec mcp, /proc/PID/status): idle %.1f MB; during a 200 MB stdout flood peak VmRSS %.1f MB (growth %.1f MB), VmHWM %.1f MB; flood call took %s and returned %d bytes inline of %d.\n",
+		mb(rss.idle), mb(rss.peak), mb(rss.peak-rss.idle), mb(rss.hwm), rss.floodTime.Round(time.Millisecond), rss.inline, rss.total)
+	fmt.Println()
+	fmt.Println("Targets: (e) <= 0.25x (a); (d) <= 3 ms; warm throughput >= 10x cold; idle RSS <= 40 MB; flood growth <= 32 MB.")
+	return nil
+}
+
+// sample runs f n times (after 3 unmeasured warm-up runs) and returns the
+// wall times.
+func sample(n int, f func() error) []time.Duration {
+	for i := 0; i < 3; i++ {
+		if err := f(); err != nil {
+			fmt.Fprintln(os.Stderr, "warm-up failed:", err)
+			os.Exit(1)
+		}
+	}
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			fmt.Fprintln(os.Stderr, "run failed:", err)
+			os.Exit(1)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out
+}
+
+// awaitWarm runs f until the engine's warm interpreter serves it.
+func awaitWarm(e *engine.Engine, f func() error) error {
+	for i := 0; i < 500; i++ {
+		before := e.WarmStats().Warm
+		if err := f(); err != nil {
+			return err
+		}
+		if e.WarmStats().Warm > before {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("the warm interpreter never became ready")
+}
+
+func findUV(py string) string {
+	// Next to the interpreter first: PATH may hold a pyenv shim, which
+	// would add 100+ ms that has nothing to do with uv.
+	if p := filepath.Join(filepath.Dir(py), "uv"); isExec(p) {
+		return p
+	}
+	p, err := exec.LookPath("uv")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+type rssReport struct {
+	idle, peak, hwm int64
+	floodTime       time.Duration
+	inline, total   int64
+}
+
+// mcpStdio measures (e) sequential run_python calls, (g) 20-snippet
+// batches and (h) the server's memory, against `pyexec mcp`.
+func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*row, *row, rssReport, error) {
+	var rep rssReport
+	cmd := exec.Command(bin, append([]string{"mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, openFlags...)...)
+	cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, nil, rep, err
+	}
+	defer sess.Close()
+	pid := cmd.Process.Pid
+	call := func(name string, args map[string]any) (map[string]any, error) {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			return nil, err
+		}
+		if res.IsError {
+			return nil, fmt.Errorf("%s: tool error: %v", name, res.Content)
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var out map[string]any
+		err = json.Unmarshal(raw, &out)
+		return out, err
+	}
+	runPrint1 := func() error {
+		out, err := call("run_python", map[string]any{"code": "print(1)"})
+		if err == nil && (out["stdout"] != "1\n" || out["exit_code"] != 0.0) {
+			err = fmt.Errorf("unexpected result %v", out)
+		}
+		return err
+	}
+	// Let the server's warm interpreter come up before measuring.
+	for i := 0; i < 50; i++ {
+		if err := runPrint1(); err != nil {
+			return nil, nil, rep, err
+		}
+	}
+	e := &row{id: "e", name: "`run_python` print(1) via `pyexec mcp " + strings.Join(openFlags, " ") + "` over stdio (go-sdk client, sequential)", samples: sample(n, runPrint1)}
+	if z := processesWith(filepath.Join(state, "warm", "driver-")); len(z) == 0 {
+		e.note = "no warm interpreter running: these calls were cold"
+	}
+	if quick {
+		return e, nil, rep, nil
+	}
+
+	codes := make([]any, 20)
+	for i := range codes {
+		codes[i] = fmt.Sprintf("print(%d)", i)
+	}
+	batch := func() error {
+		out, err := call("run_python_batch", map[string]any{"codes": codes})
+		if err == nil {
+			if rs, _ := out["results"].([]any); len(rs) != 20 {
+				err = fmt.Errorf("batch returned %v", out)
+			}
+		}
+		return err
+	}
+	g := &row{id: "g", name: "`run_python_batch` of 20 print snippets via `pyexec mcp` over stdio", samples: sample(max(n/10, 20), batch)}
+	g.note = fmt.Sprintf("%s per snippet", ms(median(g.samples)/20))
+
+	// (h) memory: idle, then while a run prints 200 MB.
+	time.Sleep(500 * time.Millisecond)
+	runtime.GC()
+	rep.idle = procStatus(pid, "VmRSS")
+	stop := make(chan struct{})
+	peak := make(chan int64)
+	go func() {
+		var m int64
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				peak <- m
+				return
+			case <-t.C:
+				m = max(m, procStatus(pid, "VmRSS"))
+			}
+		}
+	}()
+	t0 := time.Now()
+	out, err := call("run_python", map[string]any{"code": "import sys\nb = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(b)\n", "timeout": 120})
+	rep.floodTime = time.Since(t0)
+	close(stop)
+	rep.peak = <-peak
+	rep.hwm = procStatus(pid, "VmHWM")
+	if err != nil {
+		return nil, nil, rep, fmt.Errorf("flood: %w", err)
+	}
+	rep.total = int64(out["stdout_bytes"].(float64))
+	rep.inline = int64(len(out["stdout"].(string)))
+	return e, g, rep, nil
+}
+
+// httpRow measures (f): run_python over MCP Streamable HTTP against
+// `pyexec serve`, when this build has it.
+func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
+	r := &row{id: "f", name: "`run_python` print(1) via `pyexec serve " + strings.Join(openFlags, " ") + "` /mcp over Streamable HTTP (go-sdk client, sequential)"}
+	if exec.Command(bin, "serve", "--help").Run() != nil {
+		r.na = "not built (no `pyexec serve` in this build)"
+		return r
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		r.na = err.Error()
+		return r
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, openFlags...)...)
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		r.na = err.Error()
+		return r
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	up := false
+	for i := 0; i < 200 && !up; i++ {
+		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
+			resp.Body.Close()
+			up = true
+		} else {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	if !up {
+		r.na = "serve did not come up"
+		return r
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	if err != nil {
+		r.na = "connect: " + err.Error()
+		return r
+	}
+	defer sess.Close()
+	call := func() error {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": "print(1)"}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %v", res.Content)
+		}
+		return err
+	}
+	for i := 0; i < 50; i++ {
+		if err := call(); err != nil {
+			r.na = err.Error()
+			return r
+		}
+	}
+	r.samples = sample(n, call)
+	if z := processesWith(filepath.Join(state, "warm", "driver-")); len(z) == 0 {
+		r.note = "no warm interpreter running: these calls were cold"
+	}
+	return r
+}
+
+func procStatus(pid int, key string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func median(s []time.Duration) time.Duration { return pct(s, 50) }
+
+func pct(s []time.Duration, p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	i := int(math.Ceil(p/100*float64(len(c)))) - 1
+	return c[min(max(i, 0), len(c)-1)]
+}
+
+func perSec(s []time.Duration) float64 {
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	if sum == 0 {
+		return 0
+	}
+	return float64(len(s)) / sum.Seconds()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+func mb(b int64) float64        { return float64(b) / (1 << 20) }
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	return strings.Join(f[:3], " ")
+}
+
+func kernel() string {
+	data, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return runtime.GOOS
+	}
+	return "Linux " + strings.TrimSpace(string(data))
+}
+
+// openFlags are the server flags under which runs can be warm (see run).
+var openFlags = []string{"--sandbox", "none", "--memory-limit", "-1", "--max-procs", "-1"}
+
+// mcpDefault measures (e0): run_python against `pyexec mcp` with default
+// flags (sandboxed runs, so cold).
+func mcpDefault(ctx context.Context, bin, ws, state string, n int) (*row, error) {
+	cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	call := func() error {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": "print(1)"}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %v", res.Content)
+		}
+		return err
+	}
+	return &row{id: "e0", name: "`run_python` print(1) via `pyexec mcp` (default flags: workspace sandbox, so cold) over stdio", samples: sample(n, call)}, nil
+}
+
+// processesWith lists the live processes whose command line contains s.
+func processesWith(s string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(data), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

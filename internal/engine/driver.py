@@ -1,0 +1,610 @@
+# pyexec warm driver: a fork server ("zygote") for one interpreter.
+#
+# Started by the engine through the per-run launcher as
+#     python -u driver.py SPARES PRELOAD
+# with fd 0 a SOCK_SEQPACKET control socket shared with the server. It does
+# the expensive part of a Python start once (interpreter init, site, optional
+# preloaded modules), then keeps SPARES pre-forked runs ready. A ready run is a
+# pair of processes forked from the zygote:
+#
+#   S, the supervisor: its own process group, a child subreaper, the parent of
+#     G. It is the per-run launcher of the warm path (a port of
+#     internal/launcher's supervise): it reaps every process of the run,
+#     kills what is left when G exits, forwards TERM to the whole tree and
+#     KILLs it after the grace period, and reports "started" and "exit" (with
+#     the tree's rusage) on the run's status pipe.
+#   G, the run: waits on the control socket for ONE request, then becomes
+#     `python -u FILE ARGS...` in CWD with ENV and the request's stdio, runs
+#     FILE as __main__ and exits like the interpreter would.
+#
+# Each pair serves exactly one run; the zygote forks a replacement as soon as
+# one is taken, so forks stay off the request's critical path.
+#
+# Messages (fields joined by NUL; no field contains NUL):
+#   zygote -> server, once:  READY, *sys.path    or   FAIL, message
+#   server -> G, per run:    RUN, cwd, file, grace_ms, nargs, *args, nenv, *env
+#                            with SCM_RIGHTS [stdin, stdout, stderr, status]
+#   G -> S (socketpair):     T, grace_ms with SCM_RIGHTS [status]; or E (EOF)
+#   S -> zygote (pipe):      "T<pid>\n" a spare was taken, "E<pid>\n" EOF
+#   S -> server (status):    JSON lines like internal/launcher's Event.
+import sys
+
+_startup_modules = set(sys.modules)
+import os  # noqa: E402 - always loaded at startup; imported after the snapshot on purpose
+
+
+def _zygote():
+    spares = max(1, int(sys.argv[1]))
+    preload = [m for m in sys.argv[2].split(",") if m]
+
+    ctl = os.dup(0)  # non-inheritable; children reach it through fork only
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+    import _socket
+
+    ctlsock = _socket.socket(fileno=ctl)
+
+    def send(fields):
+        ctlsock.send(b"\0".join(fields))
+
+    before = set(sys.modules)
+    try:
+        for m in preload:
+            __import__(m)
+    except BaseException as e:  # noqa: BLE001 - report anything, then quit
+        send([b"FAIL", ("preload %s: %s: %s" % (m, type(e).__name__, e)).encode("utf-8", "replace")])
+        os._exit(3)
+    keep = _startup_modules | (set(sys.modules) - before)
+
+    import gc
+    import signal
+    import fcntl
+    import resource  # noqa: F401 - os.wait4 and getrusage in S
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    PR_SET_CHILD_SUBREAPER = 36
+
+    notify_r, notify_w = os.pipe()
+    os.set_blocking(notify_w, False)
+    # A SIGCHLD writes a byte into the notify pipe, waking the loop below.
+    signal.signal(signal.SIGCHLD, lambda *a: None)
+    signal.set_wakeup_fd(notify_w)
+
+    gc.collect()
+    gc.freeze()  # collections in the children never walk (and copy) our heap
+
+    # sys.path (to notice installs), then the top-level modules a run finds
+    # imported (a PYTHONPATH directory must not shadow one of them).
+    tops = sorted({name.partition(".")[0] for name in keep})
+    send([b"READY", b"%d" % len(sys.path)] + [os.fsencode(p) for p in sys.path] + [t.encode() for t in tops])
+
+    live = set()  # spare supervisors not taken yet
+    eof = False
+    while True:
+        while not eof and len(live) < spares:
+            pid = os.fork()
+            if pid == 0:
+                # A fork must never fall back into this loop (it would become a
+                # second zygote): whatever happens, it ends here.
+                try:
+                    _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_CHILD_SUBREAPER, keep)
+                except BaseException:  # noqa: BLE001
+                    _die()
+                _die()
+            live.add(pid)
+        if eof:
+            break
+        try:
+            data = os.read(notify_r, 4096)
+        except InterruptedError:
+            data = b""
+        for line in data.split(b"\n"):
+            line = line.strip(b"\x00" + bytes([signal.SIGCHLD]))
+            if line[:1] in (b"T", b"E") and line[1:].isdigit():
+                live.discard(int(line[1:]))
+                if line[:1] == b"E":
+                    eof = True
+        while True:  # reap finished supervisors
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            live.discard(pid)  # a spare that died unused is replaced
+    # The server closed the control socket: let running runs finish, then go.
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    ctlsock.detach()
+    os.close(ctl)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    os._exit(0)
+
+
+def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_CHILD_SUBREAPER, keep):
+    """The supervisor S of one future run (in the zygote's fork)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.close(notify_r)
+    os.setpgid(0, 0)
+    if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        os.write(2, b"pyexec warm driver: PR_SET_CHILD_SUBREAPER failed\n")
+        os._exit(71)
+
+    me = os.getpid()
+    st = {"term": False, "grace": 0.5, "taken": False, "status": -1, "handover": lambda: None}
+
+    def tree(sig):
+        for pid in _descendants(os, me):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+
+    def on_term(*_):
+        if not st["term"]:
+            st["term"] = True
+            st["handover"]()  # for the run's grace period
+            tree(signal.SIGTERM)
+            signal.setitimer(signal.ITIMER_REAL, st["grace"])
+
+    def on_alarm(*_):
+        tree(signal.SIGKILL)
+        signal.setitimer(signal.ITIMER_REAL, st["grace"])  # keep sweeping late forks
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_term)
+    signal.signal(signal.SIGALRM, on_alarm)
+
+    mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    gpid = os.fork()
+    if gpid == 0:
+        try:
+            mine.close()
+            _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep)
+        except BaseException:  # noqa: BLE001
+            _die()
+        _die()
+    theirs.close()
+    ctlsock.detach()
+    os.close(ctl)
+    os.close(notify_w)  # G tells the zygote itself when it takes a request
+    # S sleeps in wait4 through the whole run: G's handover (the status pipe
+    # and the grace period) waits in the socket until S needs it, so no
+    # wakeup of S sits on the request's path.
+    mine.setblocking(False)
+
+    def handover():
+        if st["taken"]:
+            return
+        try:
+            msg, anc, _, _ = mine.recvmsg(64, _socket.CMSG_SPACE(4 * 4))
+        except OSError:
+            return
+        st["taken"] = True
+        fds = _fds(anc)
+        if msg[:1] == b"T" and fds:
+            st["status"] = fds.pop(0)
+            try:
+                st["grace"] = max(0.001, int(msg[2:]) / 1000.0)
+            except ValueError:
+                pass
+        for fd in fds:
+            os.close(fd)
+
+    st["handover"] = handover
+    main = None
+    while True:
+        try:
+            pid, ws, _ = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == gpid:
+            main = ws
+        if main is not None:
+            tree(signal.SIGKILL)  # leftovers (daemons, setsid grandchildren) end with the run
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    handover()
+    status = st["status"]
+    if status < 0:
+        os._exit(0)  # a spare that never ran (EOF, or killed)
+    code, sig = 0, 0
+    if main is not None:
+        if os.WIFEXITED(main):
+            code = os.WEXITSTATUS(main)
+        elif os.WIFSIGNALED(main):
+            sig = os.WTERMSIG(main)
+            code = -sig
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
+          % (code, sig, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024))
+    os._exit(0)
+
+
+def _die():
+    """End a fork whose driver code failed (never the script: _run handles
+    that and always exits itself)."""
+    try:
+        import traceback
+
+        if sys.exc_info()[0] is not None:
+            os.write(2, ("pyexec warm driver: " + traceback.format_exc()).encode("utf-8", "replace"))
+    finally:
+        os._exit(70)
+
+
+def _descendants(os, root):
+    out, queue = [], [root]
+    while queue:
+        pid = queue.pop()
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                fd = os.open("/proc/%d/task/%s/children" % (pid, t), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                data = b""
+            finally:
+                os.close(fd)
+            for c in data.split():
+                out.append(int(c))
+                queue.append(int(c))
+    return out
+
+
+def _fds(anc):
+    fds = []
+    for level, kind, data in anc:
+        if level == 1 and kind == 1:  # SOL_SOCKET, SCM_RIGHTS
+            n = len(data) - len(data) % 4
+            fds += [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, n, 4)]
+    return fds
+
+
+def _note(os, fd, b):
+    try:
+        os.write(fd, b)
+    except OSError:
+        pass
+
+
+def _emit(os, fd, line):
+    try:
+        os.write(fd, line.encode())
+    except OSError:
+        pass
+
+
+def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
+    """G: wait for one request, then become `python -u FILE ARGS...`."""
+    global _inherited
+    _inherited = keep
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
+        signal.signal(s, signal.SIG_DFL)
+    drop = [name for name in sys.modules if name not in keep]
+    _rehearse()
+    try:
+        msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * (4 + _MAX_EXTRA)))
+    except OSError:
+        msg, anc = b"", []
+    fds = _fds(anc)
+    f = msg.split(b"\0")
+    sup_pid = os.getppid()
+    if f[0] != b"RUN" or len(fds) < 4:
+        # EOF: the server closed the control socket; the zygote winds down.
+        for fd in fds:
+            os.close(fd)
+        _note(os, notify_w, b"E%d\n" % sup_pid)
+        os._exit(0)
+    # Out of the way of the numbers they are going to take (0-2, 3+ for the
+    # extra files).
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    stdin, stdout, stderr, status = high[:4]
+    extra = high[4:]
+    try:
+        sup.sendmsg([b"T " + f[3]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
+    except OSError:
+        os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
+    _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
+    _note(os, notify_w, b"T%d\n" % sup_pid)  # the zygote forks the next spare
+    os.close(notify_w)
+    sup.close()
+    ctlsock.detach()
+
+    cwd, path = os.fsdecode(f[1]), os.fsdecode(f[2])
+    nargs = int(f[4])
+    args = [os.fsdecode(a) for a in f[5:5 + nargs]]
+    nenv = int(f[5 + nargs])
+    env = f[6 + nargs:6 + nargs + nenv]
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        import json
+
+        err = "start %s: chdir %s: %s" % (sys.executable, cwd, e.strerror or e)
+        _emit(os, status, '{"kind":"error","exit_code":127,"error":%s}\n' % json.dumps(err))
+        os._exit(127)
+    os.dup2(stdin, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    for i, fd in enumerate(extra):
+        os.dup2(fd, 3 + i)  # inheritable, as the launcher passes them
+    os.closerange(3 + len(extra), 1 << 20)
+
+    # The environment, as execve would have set it.
+    environb = os.environb
+    tz = environb.get(b"TZ")
+    zygote_pythonpath = environb.get(b"PYTHONPATH")
+    # What environb.clear() and item assignment do (unsetenv/putenv plus the
+    # mapping both os.environ and os.environb share), without their
+    # per-item overhead.
+    data = os.environ._data
+    for k in list(data):
+        os.unsetenv(k)
+    data.clear()
+    for kv in env:
+        k, _, v = kv.partition(b"=")
+        os.putenv(k, v)
+        data[k] = v
+    if "time" in sys.modules and environb.get(b"TZ") != tz:
+        sys.modules["time"].tzset()  # TZ from the new environment
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # TMPDIR from the new environment
+
+    # Modules the driver imported for itself are not the script's. They stay
+    # referenced here: freeing them would only copy the pages they live on.
+    for name in drop:
+        _hidden.append(sys.modules.pop(name, None))
+    _hidden.append(sys.path_importer_cache)
+    sys.path_importer_cache = {}  # directories are listed afresh, as at startup
+
+    # sys as `python -u FILE ARGS...` sets it.
+    sys.argv = [path] + args
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = [sys.executable, "-u", path] + args
+    sys.path[0] = os.path.dirname(os.path.realpath(path))
+    pythonpath = environb.get(b"PYTHONPATH")
+    if pythonpath and not zygote_pythonpath:
+        # As startup does: each entry made absolute (from the run's cwd),
+        # placed after the script's directory, and site's removeduppaths.
+        # (The server checked that no entry shadows a module the zygote
+        # imported at startup, or holds a sitecustomize.)
+        seen, rest = set(), []
+        for d in [os.path.abspath(os.fsdecode(e)) for e in pythonpath.split(b":")] + sys.path[1:]:
+            if d not in seen:
+                seen.add(d)
+                rest.append(d)
+        sys.path[1:] = rest
+    _fresh_stdio()
+
+    import builtins
+
+    main = type(sys)("__main__")
+    main.__file__ = path
+    main.__cached__ = None
+    main.__builtins__ = builtins
+    main.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
+    sys.modules["__main__"] = main
+    del builtins, f, env, msg, anc, fds
+    _run(os, signal, main, path)
+
+
+def _rehearse():
+    """While waiting, walk the paths a run takes (compile, exec, print, the
+    stdio constructors) so the pages they touch are faulted in and copied
+    now rather than on the request's clock. Nothing of it is visible to the
+    run."""
+    import io
+
+    try:
+        null = io.open(os.devnull, "wb", buffering=0)
+        out = io.TextIOWrapper(null, encoding="utf-8", write_through=True)
+        code = compile(b"import sys\nprint('x', [str(i) for i in range(3)], file=out)\n", "<rehearsal>", "exec", dont_inherit=True)
+        exec(code, {"__builtins__": __builtins__, "out": out})
+        out.close()
+        os.environb.get(b"PATH")
+        os.path.realpath(sys.executable)
+        threading = sys.modules.get("threading")
+        if threading is not None:  # what _shutdown() will touch
+            threading._enumerate()
+            threading.main_thread()
+    except Exception:  # noqa: BLE001 - only an optimisation
+        pass
+
+
+_hidden = []
+_MAX_EXTRA = 4  # extra files (fd 3, 4, ...) a run may inherit; pool.go agrees
+
+
+def _fresh_stdio():
+    """New sys.std* objects on fds 0-2, built as interpreter startup does, so
+    that nothing (buffers, seekability, names) carries over from the zygote."""
+    import io
+
+    for fd, name, attr in ((0, "<stdin>", "stdin"), (1, "<stdout>", "stdout"), (2, "<stderr>", "stderr")):
+        old = getattr(sys, "__%s__" % attr)
+        write = fd != 0
+        unbuffered = write and old.write_through
+        buf = io.open(fd, "wb" if write else "rb", buffering=0 if unbuffered else -1, closefd=False)
+        raw = buf if unbuffered else buf.raw
+        raw.name = name
+        stream = io.TextIOWrapper(buf, encoding=old.encoding, errors=old.errors, newline="\n",
+                                  line_buffering=old.line_buffering, write_through=old.write_through)
+        stream.mode = "w" if write else "r"
+        setattr(sys, attr, stream)
+        setattr(sys, "__%s__" % attr, stream)
+
+
+def _run(os, signal, main, path):
+    code, kbi = 0, False
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+        if b"\0" in source:  # as the file tokenizer reports it
+            head = source[:source.index(b"\0")]
+            line = head.count(b"\n") + 1
+            text = head[head.rfind(b"\n") + 1:].decode("utf-8", "replace")
+            raise SyntaxError("source code cannot contain null bytes", (path, line, 0, text, line, 0))
+        exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+    except SystemExit as e:
+        code = _exit_code(e)
+    except BaseException as e:  # noqa: BLE001 - the interpreter's own handling
+        kbi = isinstance(e, KeyboardInterrupt)
+        tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+        e.__traceback__ = tb
+        _print_exc(type(e), e, tb)
+        code = 1
+        del e, tb
+    _finalize(os, signal, code, kbi)
+
+
+def _exit_code(e):
+    value = e.code
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        if -(1 << 63) <= value < (1 << 63):
+            return ((value + (1 << 31)) % (1 << 32)) - (1 << 31)
+        return -1
+    err = getattr(sys, "stderr", None)
+    try:
+        if err is not None:
+            err.write(str(value))
+            err.write("\n")
+        else:
+            os.write(2, (str(value) + "\n").encode())
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _print_exc(t, v, tb):
+    """PyErr_Print: sys.last_*, then sys.excepthook."""
+    sys.last_type, sys.last_value, sys.last_traceback = t, v, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = v
+    hook = getattr(sys, "excepthook", None)
+    if hook is None:
+        sys.__excepthook__(t, v, tb)
+        return
+    try:
+        hook(t, v, tb)
+    except BaseException as e2:  # noqa: BLE001
+        err = sys.stderr
+        try:
+            err.write("Error in sys.excepthook:\n")
+            sys.__excepthook__(type(e2), e2, e2.__traceback__)
+            err.write("\nOriginal exception was:\n")
+            sys.__excepthook__(t, v, tb)
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _finalize(os, signal, code, kbi):
+    """Py_FinalizeEx, minus the teardown of what the zygote had before the
+    fork (its modules and objects are the same in every run; tearing them
+    down would only copy their pages): join non-daemon threads, run atexit
+    handlers, clear the modules this run created (so __del__ methods and
+    unflushed files behave as at a normal exit), collect, flush stdio."""
+    import gc
+    import atexit
+
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:  # noqa: BLE001
+            pass
+    try:
+        atexit._run_exitfuncs()  # prints errors itself; before 3.10 it re-raises the last
+    except BaseException:  # noqa: BLE001
+        pass
+    status = _flush_std()
+    try:
+        _teardown(gc)
+    except BaseException:  # noqa: BLE001 - interpreter teardown never fails a run
+        pass
+    if _flush_std() < 0:
+        status = -1
+    if status < 0:
+        code = 120
+    if kbi:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        except BaseException:  # noqa: BLE001
+            pass
+        code = 130
+    os._exit(code & 0xFF)
+
+
+def _teardown(gc):
+    """finalize_modules for what this run created: drop the modules from
+    sys.modules, collect, then clear their dicts in reverse import order
+    (underscored names first), and collect again."""
+    skip = set(sys.builtin_module_names)
+    names = [n for n in sys.modules if n == "__main__" or (n not in _inherited and n not in skip)]
+    mods = [sys.modules[n] for n in reversed(names)]
+    for n in names:
+        if n != "__main__":
+            sys.modules[n] = None
+    gc.collect()
+    for m in mods:
+        d = getattr(m, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for k in list(d):
+            if k.startswith("_") and not k.startswith("__"):
+                d[k] = None
+        for k in list(d):
+            if k != "__builtins__":
+                d[k] = None
+    del mods
+    gc.collect()
+
+
+def _flush_std():
+    status = 0
+    for name in ("stdout", "stderr"):
+        f = getattr(sys, name, None)
+        if f is None:
+            continue
+        try:
+            if getattr(f, "closed", False):
+                continue
+            f.flush()
+        except BaseException as e:  # noqa: BLE001
+            if name == "stdout":  # as PyErr_WriteUnraisable(stdout) prints it
+                try:
+                    os.write(2, ("Exception ignored in: %r\n%s: %s\n" % (f, type(e).__name__, e)).encode("utf-8", "replace"))
+                except BaseException:  # noqa: BLE001
+                    pass
+            status = -1
+    return status
+
+
+_inherited = _startup_modules
+
+if __name__ == "__main__":
+    _zygote()
