@@ -60,3 +60,29 @@ func (f *jobFlags) open(ctx context.Context, l *executor.Local, logger *slog.Log
 		Logger:        logger,
 	})
 }
+
+// openLocal starts the in-process executor with background jobs, as both
+// servers (mcp, serve) run it. closeAll stops what it started, in order:
+// running jobs are killed and recorded as failed ("server shut down", output
+// kept), then the engine stops its warm interpreters and lets new
+// environments finish sealing.
+func openLocal(ctx context.Context, ef *engineFlags, jf *jobFlags, logger *slog.Logger) (_ *executor.LocalJobs, closeAll func(), _ error) {
+	local, err := ef.executor()
+	if err != nil {
+		return nil, nil, err
+	}
+	jx, err := jf.open(ctx, local, logger)
+	if err != nil {
+		local.Engine().Close()
+		return nil, nil, err
+	}
+	closeAll = func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := jx.Close(stopCtx); err != nil {
+			logger.Error("closing jobs", "err", err)
+		}
+		local.Engine().Close()
+	}
+	return jx, closeAll, nil
+}

@@ -69,31 +69,18 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		}
 		cancel()
 	} else {
-		local, err := ef.executor()
+		jx, closeLocal, err := openLocal(ctx, &ef, &jf, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 			return 1
 		}
-		defer local.Engine().Close() // after the jobs: stops warm interpreters, lets new environments finish sealing
-		cfg := local.Engine().Config()
+		defer closeLocal()
+		cfg := jx.Engine().Config()
 		stateDir = cfg.StateDir
 		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 		if why := engine.WarmIneligible(cfg.Sandbox); ef.warm > 0 && why != "" {
 			logger.Info("warm interpreters stay unused: runs start cold", "why", why, "warm_needs", "--sandbox none --memory-limit -1 --max-procs -1")
 		}
-		jx, err := jf.open(ctx, local, logger)
-		if err != nil {
-			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
-			return 1
-		}
-		defer func() {
-			// Running jobs are killed and recorded as failed ("server shut down").
-			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := jx.Close(stopCtx); err != nil {
-				logger.Error("closing jobs", "err", err)
-			}
-		}()
 		ex = jx
 	}
 	toolsets, store, err := mf.open(stateDir, logger)

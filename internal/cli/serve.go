@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/pyexec/pyexec/internal/httpapi"
 )
@@ -59,27 +58,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(stderr, logLevel)
-	ex, err := ef.executor()
+	jx, closeLocal, err := openLocal(ctx, &ef, &jf, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 1
 	}
-	defer ex.Engine().Close() // after the jobs: lets new environments finish sealing
-	cfg := ex.Engine().Config()
-	jx, err := jf.open(ctx, ex, logger)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
-		return 1
-	}
-	defer func() {
-		// After the HTTP server has drained: jobs still running are killed
-		// and recorded as failed ("server shut down"), their output kept.
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := jx.Close(stopCtx); err != nil {
-			logger.Error("closing jobs", "err", err)
-		}
-	}()
+	defer closeLocal() // runs after the HTTP server has drained
+	cfg := jx.Engine().Config()
 	toolsets, store, err := mf.open(cfg.StateDir, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
@@ -91,7 +76,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		Toolsets: toolsets, Scripts: store,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
 		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
-		EnvBuilds: ex.Engine().Environments().Builds,
+		EnvBuilds: jx.Engine().Environments().Builds,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
