@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/testutil/gate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -501,15 +502,15 @@ func TestObserverSeesOutputAsItComes(t *testing.T) {
 	obs := &startObserver{marker: "first", seen: make(chan struct{})}
 	// The script waits for a file the test creates only after the observer
 	// saw the first line: output must be streamed, not delivered at exit.
-	gate := gatePath(t)
-	code := fmt.Sprintf("import os, time\nprint('first', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('second')", gate)
+	gateFile := gate.Path(t)
+	code := fmt.Sprintf("import os, time\nprint('first', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('second')", gateFile)
 	done := make(chan Result, 1)
 	go func() {
 		res, _ := e.Run(context.Background(), Request{Code: code, Timeout: 60}, obs)
 		done <- res
 	}()
 	<-obs.seen
-	writeFile(t, gate, "")
+	writeFile(t, gateFile, "")
 	if res := <-done; res.Stdout != "first\nsecond\n" {
 		t.Fatalf("stdout %q", res.Stdout)
 	}

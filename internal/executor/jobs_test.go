@@ -13,6 +13,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/testutil/gate"
 )
 
 func openJobs(t *testing.T, cfg engine.Config, jc jobs.Config) *LocalJobs {
@@ -41,13 +42,13 @@ func openJobs(t *testing.T, cfg engine.Config, jc jobs.Config) *LocalJobs {
 func TestJobProgressFromRealScript(t *testing.T) {
 	lj := openJobs(t, engine.Config{}, jobs.Config{NotifyInterval: time.Millisecond})
 	ctx := context.Background()
-	gate := gatePath(t)
+	gateFile := gate.Path(t)
 	code := fmt.Sprintf(`import os, time, pyexec_progress
 pyexec_progress.report(1, 4, "first")
 print("reported", flush=True)
 while not os.path.exists(%q): time.sleep(0.01)
 pyexec_progress.report(4, 4, "done")
-`, gate)
+`, gateFile)
 	j, err := lj.Start(ctx, engine.Request{Code: code}, "progress")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ pyexec_progress.report(4, 4, "done")
 			if ev.Progress.Total != 4 || ev.Progress.Message != "first" {
 				t.Fatalf("progress %+v", ev.Progress)
 			}
-			os.WriteFile(gate, nil, 0o644)
+			os.WriteFile(gateFile, nil, 0o644)
 		}
 		last = ev
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/testutil/gate"
 )
 
 // jobHarness is a go-sdk client on a server whose executor runs jobs.
@@ -221,15 +222,15 @@ func TestAsyncCancelListPrune(t *testing.T) {
 func TestJobResourcesAndSubscription(t *testing.T) {
 	h := newJobHarness(t, time.Minute)
 	ctx := context.Background()
-	gate := gatePath(t)
-	code := fmt.Sprintf("import os, sys, time\nprint('out 1', flush=True)\nprint('err 1', file=sys.stderr, flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('out 2', flush=True)\n", gate)
+	gateFile := gate.Path(t)
+	code := fmt.Sprintf("import os, sys, time\nprint('out 1', flush=True)\nprint('err 1', file=sys.stderr, flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\nprint('out 2', flush=True)\n", gateFile)
 	out := decode[RunPythonOutput](t, h.call(t, ctx, "run_python", map[string]any{"code": code, "mode": "async"}, nil))
 	uri := "job://" + out.JobID + "/output"
 	if err := h.session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
 	h.call(t, ctx, "get_job", map[string]any{"job_id": out.JobID, "wait": 30}, nil) // first output is there
-	os.WriteFile(gate, nil, 0o644)
+	os.WriteFile(gateFile, nil, 0o644)
 	select {
 	case got := <-h.updates:
 		if got != uri {
@@ -260,14 +261,14 @@ func TestJobResourcesAndSubscription(t *testing.T) {
 
 func TestScriptProgressReachesWaitingCall(t *testing.T) {
 	h := newJobHarness(t, time.Minute)
-	gate := gatePath(t)
+	gateFile := gate.Path(t)
 	var once sync.Once
 	h.onProg = func(p *mcp.ProgressNotificationParams) {
 		if strings.Contains(p.Message, "2/4 (50%): halfway") {
-			once.Do(func() { os.WriteFile(gate, nil, 0o644) })
+			once.Do(func() { os.WriteFile(gateFile, nil, 0o644) })
 		}
 	}
-	code := fmt.Sprintf("import os, time, pyexec_progress\npyexec_progress.report(2, 4, 'halfway')\nwhile not os.path.exists(%q): time.sleep(0.01)\n", gate)
+	code := fmt.Sprintf("import os, time, pyexec_progress\npyexec_progress.report(2, 4, 'halfway')\nwhile not os.path.exists(%q): time.sleep(0.01)\n", gateFile)
 	res := h.call(t, context.Background(), "run_python", map[string]any{"code": code}, "tok-script")
 	if res.IsError || !decode[RunPythonOutput](t, res).Success {
 		t.Fatalf("run: %s", text(res))

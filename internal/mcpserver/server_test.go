@@ -18,6 +18,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/scripts"
+	"github.com/pyexec/pyexec/internal/testutil/gate"
 )
 
 var update = flag.Bool("update", false, "rewrite the schema snapshots in testdata")
@@ -301,15 +302,15 @@ func TestRunPythonBatch(t *testing.T) {
 
 func TestProgressNotificationsWhileRunning(t *testing.T) {
 	h := newHarness(t)
-	gate := gatePath(t)
+	gateFile := gate.Path(t)
 	var once sync.Once
 	h.onProg = func(p *mcp.ProgressNotificationParams) {
 		// The run only finishes once a heartbeat has reported its output.
 		if strings.Contains(p.Message, "6 B stdout") {
-			once.Do(func() { os.WriteFile(gate, nil, 0o644) })
+			once.Do(func() { os.WriteFile(gateFile, nil, 0o644) })
 		}
 	}
-	code := fmt.Sprintf("import os, time\nprint('hello', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\n", gate)
+	code := fmt.Sprintf("import os, time\nprint('hello', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.01)\n", gateFile)
 	res := h.call(t, context.Background(), "run_python", map[string]any{"code": code, "timeout": 60}, "tok-1")
 	if res.IsError || !decode[RunPythonOutput](t, res).Success {
 		t.Fatalf("run failed: %s", text(res))
