@@ -5,38 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/testutil/hostile"
 )
-
-// hostileCase mirrors testdata/hostile/expected.json.
-type hostileCase struct {
-	Name    string          `json:"name"`
-	Script  string          `json:"script"`
-	Policy  string          `json:"policy"`
-	Network string          `json:"network"`
-	Args    []string        `json:"args"`
-	Timeout float64         `json:"timeout"`
-	Limits  *sandbox.Limits `json:"limits"`
-	Expect  struct {
-		ExitCode          *int     `json:"exit_code"`
-		TimedOut          *bool    `json:"timed_out"`
-		LimitExceeded     string   `json:"limit_exceeded"`
-		StdoutContains    []string `json:"stdout_contains"`
-		StdoutNotContains []string `json:"stdout_not_contains"`
-		StderrContains    []string `json:"stderr_contains"`
-		StdoutTruncated   *bool    `json:"stdout_truncated"`
-		UDPReceived       *bool    `json:"udp_received"`
-		NoLeftovers       bool     `json:"no_leftovers"`
-	} `json:"expect"`
-}
 
 // TestHostileCorpusEngine runs the hostile corpus through the real engine
 // and launcher, as nobody (the run-as default when nobody can reach the
@@ -55,17 +32,7 @@ func TestHostileCorpusEngine(t *testing.T) {
 	if _, err := os.Stat(py); err != nil {
 		t.Skip("needs " + py)
 	}
-	dir := filepath.Join("..", "..", "testdata", "hostile")
-	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var corpus struct {
-		Cases []hostileCase `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &corpus); err != nil {
-		t.Fatal(err)
-	}
+	dir, cases := hostile.Load(t)
 
 	// The workspace is writable by nobody; the state dir lives under a
 	// 0700 "home" like /root/.local/state/pyexec (the default here), which
@@ -97,109 +64,37 @@ func TestHostileCorpusEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tcp.Close()
-	go func() {
-		for {
-			c, err := tcp.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
-	udpReceived := func() bool {
-		got := false
-		buf := make([]byte, 64)
-		for {
-			udp.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			n, _, err := udp.ReadFrom(buf)
-			if err != nil {
-				return got
-			}
-			got = got || string(buf[:n]) == "hostile-udp"
-		}
-	}
-	repl := strings.NewReplacer(
-		"{server_pid}", strconv.Itoa(os.Getpid()),
-		"{tcp_port}", strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port),
-		"{udp_port}", strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port),
-		"{outside_dir}", outside,
-		"{secret_file}", secret,
-	)
+	listeners := hostile.NewListeners(t)
 
-	for _, c := range corpus.Cases {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			src, err := os.ReadFile(filepath.Join(dir, c.Script))
 			if err != nil {
 				t.Fatal(err)
 			}
 			os.WriteFile(filepath.Join(ws, c.Script), src, 0o644)
-			req := Request{ScriptPath: c.Script, Timeout: c.Timeout, Sandbox: c.Policy, Network: c.Network, Limits: c.Limits}
-			for _, a := range c.Args {
-				req.Args = append(req.Args, repl.Replace(a))
+			req := Request{ScriptPath: c.Script, Timeout: c.Timeout, Sandbox: c.Policy, Network: c.Network,
+				Args: listeners.Args(c, outside, secret)}
+			if len(c.Limits) > 0 {
+				req.Limits = new(sandbox.Limits)
+				if err := json.Unmarshal(c.Limits, req.Limits); err != nil {
+					t.Fatal(err)
+				}
 			}
 			res, err := eng.Run(context.Background(), req, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			show := func() string {
-				so, se := res.Stdout, res.Stderr
-				if len(so) > 300 {
-					so = so[:300] + "..."
-				}
-				if len(se) > 300 {
-					se = "..." + se[len(se)-300:]
-				}
-				return "exit=" + strconv.Itoa(res.ExitCode) + " timed_out=" + strconv.FormatBool(res.TimedOut) +
-					" limit=" + res.LimitExceeded + " sandbox=" + res.Sandbox + " notes=" + strings.Join(res.SandboxNotes, "|") +
-					" stdout=" + strconv.Quote(so) + " stderr=" + strconv.Quote(se)
+			out := hostile.Outcome{
+				ExitCode: res.ExitCode, TimedOut: res.TimedOut, LimitExceeded: res.LimitExceeded,
+				Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated, StdoutBytes: res.StdoutBytes,
+				Extra: "sandbox=" + res.Sandbox + " notes=" + strings.Join(res.SandboxNotes, "|"),
 			}
 			if !strings.Contains(res.Sandbox, "uid 65534") {
-				t.Errorf("did not run as nobody: %s", show())
+				t.Errorf("did not run as nobody: %s", out)
 			}
-			ex := c.Expect
-			if ex.ExitCode != nil && res.ExitCode != *ex.ExitCode {
-				t.Errorf("exit code %d, want %d: %s", res.ExitCode, *ex.ExitCode, show())
-			}
-			if ex.TimedOut != nil && res.TimedOut != *ex.TimedOut {
-				t.Errorf("timed_out %v, want %v: %s", res.TimedOut, *ex.TimedOut, show())
-			}
-			if res.LimitExceeded != ex.LimitExceeded {
-				t.Errorf("limit_exceeded %q, want %q: %s", res.LimitExceeded, ex.LimitExceeded, show())
-			}
-			for _, s := range ex.StdoutContains {
-				if !strings.Contains(res.Stdout, s) {
-					t.Errorf("stdout lacks %q: %s", s, show())
-				}
-			}
-			for _, s := range ex.StdoutNotContains {
-				if strings.Contains(res.Stdout, s) {
-					t.Errorf("stdout has %q: %s", s, show())
-				}
-			}
-			for _, s := range ex.StderrContains {
-				if !strings.Contains(res.Stderr, s) {
-					t.Errorf("stderr lacks %q: %s", s, show())
-				}
-			}
-			if ex.StdoutTruncated != nil && res.StdoutTruncated != *ex.StdoutTruncated {
-				t.Errorf("stdout_truncated %v, want %v", res.StdoutTruncated, *ex.StdoutTruncated)
-			}
-			if ex.UDPReceived != nil {
-				if got := udpReceived(); got != *ex.UDPReceived {
-					t.Errorf("udp received %v, want %v: %s", got, *ex.UDPReceived, show())
-				}
-			}
-			if ex.NoLeftovers {
+			c.Expect.Check(t, out, listeners)
+			if c.Expect.NoLeftovers {
 				assertNothingLeft(t, ws, state)
 			}
 		})

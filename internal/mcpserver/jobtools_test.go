@@ -22,7 +22,6 @@ import (
 // jobHarness is a go-sdk client on a server whose executor runs jobs.
 type jobHarness struct {
 	*harness
-	updates chan string // URIs of notifications/resources/updated
 }
 
 func newJobHarness(t testing.TB, budget time.Duration) *jobHarness {
@@ -36,42 +35,7 @@ func newJobHarness(t testing.TB, budget time.Duration) *jobHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lj.Close(context.Background()) })
-
-	h := &jobHarness{harness: &harness{workspace: eng.Config().Workspace}, updates: make(chan string, 1000)}
-	ctx := context.Background()
-	srv := New(lj, Options{Version: "test", SyncBudget: budget})
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			h.mu.Lock()
-			h.progress = append(h.progress, req.Params)
-			f := h.onProg
-			h.mu.Unlock()
-			if f != nil {
-				f(req.Params)
-			}
-		},
-		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			select {
-			case h.updates <- req.Params.URI:
-			default:
-			}
-		},
-	})
-	cs, err := client.Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.session = cs
-	t.Cleanup(func() {
-		cs.Close()
-		ss.Wait()
-	})
-	return h
+	return &jobHarness{harness: connect(t, lj, eng.Config().Workspace, Options{Version: "test", SyncBudget: budget})}
 }
 
 // follow reads a job with get_job until its output is done, checking that

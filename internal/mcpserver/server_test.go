@@ -38,6 +38,7 @@ type harness struct {
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
 	onProg   func(*mcp.ProgressNotificationParams)
+	updates  chan string // URIs of notifications/resources/updated
 }
 
 func newHarness(t *testing.T) *harness {
@@ -49,9 +50,9 @@ func newHarness(t *testing.T) *harness {
 	return connect(t, executor.NewLocal(eng, "test", 4), eng.Config().Workspace)
 }
 
-func connect(t *testing.T, ex executor.Executor, workspace string, opts ...Options) *harness {
+func connect(t testing.TB, ex executor.Executor, workspace string, opts ...Options) *harness {
 	t.Helper()
-	h := &harness{workspace: workspace}
+	h := &harness{workspace: workspace, updates: make(chan string, 1000)}
 	ctx := context.Background()
 	o := Options{Version: "test"}
 	if len(opts) > 0 {
@@ -71,6 +72,12 @@ func connect(t *testing.T, ex executor.Executor, workspace string, opts ...Optio
 			h.mu.Unlock()
 			if f != nil {
 				f(req.Params)
+			}
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case h.updates <- req.Params.URI:
+			default:
 			}
 		},
 	})
