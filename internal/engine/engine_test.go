@@ -157,7 +157,7 @@ spawn()
 sys.stdout.write(f"pid:{os.getpid()}\n")
 `
 	t.Run("timeout", func(t *testing.T) {
-		res := run(t, e, Request{Code: daemon + "print('partial', flush=True)\ntime.sleep(1000)\n", Timeout: 1})
+		res := run(t, e, Request{Code: daemon + "sys.stdout.write('partial\\n')\ntime.sleep(1000)\n", Timeout: 1})
 		if !res.TimedOut || res.Success || res.ExitCode >= 0 {
 			t.Fatalf("timed_out %v success %v exit %d; want a killed, timed-out run", res.TimedOut, res.Success, res.ExitCode)
 		}
