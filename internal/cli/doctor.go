@@ -7,7 +7,6 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // runDoctor tells an operator what this machine offers pyexec.
@@ -51,10 +50,8 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "inline code\t%d bytes max\n", l.MaxCodeBytes)
 	fmt.Fprintf(w, "inline output\t%d bytes per stream (head and tail kept)\n", l.OutputCapBytes)
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
-	if why := engine.WarmIneligible(ex.Engine().Config().Sandbox); warm > 0 && why != "" {
-		fmt.Fprintf(w, "warm interpreters\ton (--warm %d) but runs start cold: %s (warm runs need --sandbox none --memory-limit -1 --max-procs -1 for now)\n", warm, why)
-	} else if warm > 0 {
-		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server), preload %q\n", warm, preload)
+	if warm > 0 {
+		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server, confined like cold runs), preload %q\n", warm, preload)
 	} else {
 		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
 	}

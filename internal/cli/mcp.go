@@ -8,7 +8,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
@@ -78,9 +77,6 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		cfg := jx.Engine().Config()
 		stateDir = cfg.StateDir
 		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
-		if why := engine.WarmIneligible(cfg.Sandbox); ef.warm > 0 && why != "" {
-			logger.Info("warm interpreters stay unused: runs start cold", "why", why, "warm_needs", "--sandbox none --memory-limit -1 --max-procs -1")
-		}
 		ex = jx
 	}
 	toolsets, store, err := mf.open(stateDir, logger)

@@ -22,9 +22,22 @@
 #
 # Messages (fields joined by NUL; no field contains NUL):
 #   zygote -> server, once:  READY, *sys.path    or   FAIL, message
-#   server -> G, per run:    RUN, cwd, file, grace_ms, nargs, *args, nenv, *env
-#                            with SCM_RIGHTS [stdin, stdout, stderr, status]
-#   G -> S (socketpair):     T, grace_ms with SCM_RIGHTS [status]; or E (EOF)
+#   server -> G, per run:    RUN, cwd, file, grace_ms, box, nargs, *args, nenv, *env
+#                            with SCM_RIGHTS [stdin, stdout, stderr, status,
+#                            *cgroup files, ruleset?, *extra files]
+#                            box = "ncgroup,ruleset,flags,cpu_seconds,wipe_shm"
+#   G -> S (socketpair):     "T grace_ms wipe_shm" with SCM_RIGHTS [status];
+#                            or E (EOF)
+#
+# Confinement. The zygote was started by the launcher under the runs'
+# sandbox (run-as user, namespaces, seccomp, rlimits, an outer Landlock
+# layer), which every fork inherits. Per run, before anything else, G joins
+# the run's cgroup (writing "0" to the cgroup files the server opened),
+# lowers RLIMIT_CPU and stacks the run's own Landlock ruleset (built by the
+# server) with landlock_restrict_self. If any step fails, G reports an error
+# and exits without running anything; the server then starts the run cold.
+# With wipe_shm, S empties /dev/shm (the zygote's private one) once the run's
+# tree is gone, so the next run finds it as fresh as a cold run's.
 #   S -> zygote (pipe):      "T<pid>\n" a spare was taken, "E<pid>\n" EOF
 #   S -> server (status):    JSON lines like internal/launcher's Event.
 import sys
@@ -65,7 +78,6 @@ def _zygote():
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
     PR_SET_CHILD_SUBREAPER = 36
 
     notify_r, notify_w = os.pipe()
@@ -91,7 +103,7 @@ def _zygote():
                 # A fork must never fall back into this loop (it would become a
                 # second zygote): whatever happens, it ends here.
                 try:
-                    _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_CHILD_SUBREAPER, keep)
+                    _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_CHILD_SUBREAPER, keep)
                 except BaseException:  # noqa: BLE001
                     _die()
                 _die()
@@ -129,23 +141,32 @@ def _zygote():
     os._exit(0)
 
 
-def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_CHILD_SUBREAPER, keep):
+def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_CHILD_SUBREAPER, keep):
     """The supervisor S of one future run (in the zygote's fork)."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.close(notify_r)
     os.setpgid(0, 0)
-    if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         os.write(2, b"pyexec warm driver: PR_SET_CHILD_SUBREAPER failed\n")
         os._exit(71)
 
-    me = os.getpid()
-    st = {"term": False, "grace": 0.5, "taken": False, "status": -1, "handover": lambda: None}
+    # The run's tree is walked in /proc, whose pids are those of the PID
+    # namespace /proc was mounted in: under strict the zygote has a PID
+    # namespace of its own, so S finds itself as /proc sees it and signals
+    # each descendant by its pid in S's namespace (the last NSpid field).
+    try:
+        me = int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        me = os.getpid()
+    st = {"term": False, "grace": 0.5, "taken": False, "status": -1, "wipe": False, "handover": lambda: None}
 
     def tree(sig):
         for pid in _descendants(os, me):
+            local = _local_pid(os, pid)
             try:
-                os.kill(pid, sig)
+                if local:
+                    os.kill(local, sig)
             except OSError:
                 pass
 
@@ -169,7 +190,7 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     if gpid == 0:
         try:
             mine.close()
-            _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep)
+            _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep, libc)
         except BaseException:  # noqa: BLE001
             _die()
         _die()
@@ -193,9 +214,11 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
         fds = _fds(anc)
         if msg[:1] == b"T" and fds:
             st["status"] = fds.pop(0)
+            f = msg[2:].split()
             try:
-                st["grace"] = max(0.001, int(msg[2:]) / 1000.0)
-            except ValueError:
+                st["grace"] = max(0.001, int(f[0]) / 1000.0)
+                st["wipe"] = f[1] == b"1"
+            except (ValueError, IndexError):
                 pass
         for fd in fds:
             os.close(fd)
@@ -216,6 +239,8 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     status = st["status"]
     if status < 0:
         os._exit(0)  # a spare that never ran (EOF, or killed)
+    if st["wipe"]:
+        _wipe(os, "/dev/shm")
     code, sig = 0, 0
     if main is not None:
         if os.WIFEXITED(main):
@@ -229,6 +254,59 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, prctl, PR_SET_
     _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
           % (code, sig, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024))
     os._exit(0)
+
+
+def _wipe(os, top):
+    """Remove everything below top (the run's leftovers in the private
+    /dev/shm), making directories it locked writable first."""
+    for root, dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            try:
+                os.unlink(os.path.join(root, name))
+            except OSError:
+                pass
+        for name in dirs:
+            p = os.path.join(root, name)
+            try:
+                if os.path.islink(p):
+                    os.unlink(p)
+                else:
+                    os.rmdir(p)
+            except OSError:
+                pass
+    # A directory the run made unreadable hides its content from os.walk.
+    for name in os.listdir(top):
+        p = os.path.join(top, name)
+        try:
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                _wipe(os, p)
+                os.rmdir(p)
+            else:
+                os.unlink(p)
+        except OSError:
+            pass
+
+
+def _confine(os, libc, cgroups, ruleset, flags, cpu):
+    """The run's own confinement (see the header), applied to this process
+    before the run starts; raises OSError when a step fails."""
+    for fd in cgroups:
+        os.write(fd, b"0")  # join the run's cgroup: this process and all it forks
+        os.close(fd)
+    if cpu > 0:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL, as cold
+    if ruleset >= 0:
+        import ctypes
+
+        # landlock_restrict_self(ruleset_fd, flags): 446 on every
+        # architecture with the generic syscall table (x86-64, arm64, ...).
+        if libc.syscall(ctypes.c_long(446), ctypes.c_int(ruleset), ctypes.c_uint32(flags)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, "landlock_restrict_self: " + os.strerror(err))
+        os.close(ruleset)
 
 
 def _die():
@@ -268,6 +346,25 @@ def _descendants(os, root):
     return out
 
 
+def _local_pid(os, pid):
+    """pid (as /proc names it) in this process's PID namespace; None when it
+    is gone."""
+    try:
+        fd = os.open("/proc/%d/status" % pid, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        data = b""
+    finally:
+        os.close(fd)
+    for line in data.split(b"\n"):
+        if line.startswith(b"NSpid:"):
+            return int(line.split()[-1])
+    return None
+
+
 def _fds(anc):
     fds = []
     for level, kind, data in anc:
@@ -291,7 +388,7 @@ def _emit(os, fd, line):
         pass
 
 
-def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
+def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     """G: wait for one request, then become `python -u FILE ARGS...`."""
     global _inherited
     _inherited = keep
@@ -301,7 +398,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     drop = [name for name in sys.modules if name not in keep]
     _rehearse()
     try:
-        msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * (4 + _MAX_EXTRA)))
+        msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * (4 + _MAX_BOX + _MAX_EXTRA)))
     except OSError:
         msg, anc = b"", []
     fds = _fds(anc)
@@ -321,9 +418,19 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     for fd in fds:
         os.close(fd)
     stdin, stdout, stderr, status = high[:4]
-    extra = high[4:]
+    ncg, has_ruleset, flags, cpu, wipe = [int(x) for x in f[4].split(b",")]
+    cgroups = high[4:4 + ncg]
+    ruleset = high[4 + ncg] if has_ruleset else -1
+    extra = high[4 + ncg + has_ruleset:]
     try:
-        sup.sendmsg([b"T " + f[3]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
+        _confine(os, libc, cgroups, ruleset, flags, cpu)
+    except BaseException as e:  # noqa: BLE001 - nothing of the run has started
+        import json
+
+        _emit(os, status, '{"kind":"error","exit_code":127,"error":%s}\n' % json.dumps("warm confinement: %s" % e))
+        os._exit(0)  # S sees no handover and exits quietly
+    try:
+        sup.sendmsg([b"T %s %d" % (f[3], wipe)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:
         os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
     _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
@@ -333,10 +440,10 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     ctlsock.detach()
 
     cwd, path = os.fsdecode(f[1]), os.fsdecode(f[2])
-    nargs = int(f[4])
-    args = [os.fsdecode(a) for a in f[5:5 + nargs]]
-    nenv = int(f[5 + nargs])
-    env = f[6 + nargs:6 + nargs + nenv]
+    nargs = int(f[5])
+    args = [os.fsdecode(a) for a in f[6:6 + nargs]]
+    nenv = int(f[6 + nargs])
+    env = f[7 + nargs:7 + nargs + nenv]
     try:
         os.chdir(cwd)
     except OSError as e:
@@ -355,6 +462,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
     # The environment, as execve would have set it.
     environb = os.environb
     tz = environb.get(b"TZ")
+    home = environb.get(b"HOME")
     zygote_pythonpath = environb.get(b"PYTHONPATH")
     # What environb.clear() and item assignment do (unsetenv/putenv plus the
     # mapping both os.environ and os.environb share), without their
@@ -369,6 +477,11 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep):
         data[k] = v
     if "time" in sys.modules and environb.get(b"TZ") != tz:
         sys.modules["time"].tzset()  # TZ from the new environment
+    if "site" in sys.modules and environb.get(b"HOME") != home:
+        # The user base and site dir follow HOME (the server checked that
+        # neither HOME has a user site that startup would have added).
+        sys.modules["site"].USER_BASE = None
+        sys.modules["site"].USER_SITE = None
     if "tempfile" in sys.modules:
         sys.modules["tempfile"].tempdir = None  # TMPDIR from the new environment
 
@@ -435,6 +548,7 @@ def _rehearse():
 
 _hidden = []
 _MAX_EXTRA = 4  # extra files (fd 3, 4, ...) a run may inherit; pool.go agrees
+_MAX_BOX = 3  # confinement files: two cgroup files and a Landlock ruleset
 
 
 def _fresh_stdio():

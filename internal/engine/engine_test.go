@@ -26,7 +26,6 @@ func newTestEngine(t *testing.T, mutate ...func(*Config)) (*Engine, string) {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	warmTestConfig(&cfg) // the forced-warm pass (warm_main_test.go)
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

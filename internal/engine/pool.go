@@ -9,10 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,13 +60,25 @@ import (
 // interpreter startup (PYTHON*, LANG, LC_*, HOME, LD_*, MALLOC_*, ...)
 // differs from the zygote's (PYTHONPATH is applied by the driver unless a
 // directory on it shadows a startup module), no string or source holds a
-// NUL, at most maxExtraFiles extra files, and a sandbox the zygote can
-// provide (warmSandboxIneligible: for now policy none without cgroup
-// limits). Everything else runs cold, and so does a request that finds no
-// ready zygote (one is started in the background for next time). Zygotes
-// are keyed by interpreter and sandbox settings, retired when idle, when a
-// directory on their sys.path changes, or LRU beyond MaxInterpreters; a
-// retired zygote lets its runs in flight finish.
+// NUL, and at most maxExtraFiles extra files. Everything else runs cold,
+// and so does a request that finds no ready zygote (one is started in the
+// background for next time).
+//
+// Confinement is the same as a cold run's (see sandbox/warm.go): the zygote
+// is started by the launcher under the runs' sandbox settings and identity
+// with grants covering every run it forks (sandbox.Covers), so its forks
+// inherit the run-as user, namespaces, seccomp and rlimits; per run, the
+// server creates the cgroup and the Landlock ruleset and G joins and stacks
+// them before the run's first instruction. A confined zygote serves one run
+// at a time, because its runs share its private /dev/shm (and PID and
+// network namespaces): S empties /dev/shm after each run, and concurrent
+// runs get zygotes of their own, up to PerInterpreter per key.
+//
+// Zygotes are keyed by interpreter and sandbox (settings, identity,
+// workspace, hidden trees), retired when idle, when a directory on their
+// sys.path changes, when a run needs a path outside their grants (the
+// replacement's grants include it), or LRU beyond MaxInterpreters; a retired
+// zygote lets its runs in flight finish.
 
 //go:embed driver.py
 var driverSource []byte
@@ -75,10 +91,15 @@ type WarmConfig struct {
 	// Preload lists modules each warm interpreter imports before it forks
 	// (e.g. numpy,pandas): runs find them imported.
 	Preload []string
-	// MaxInterpreters bounds how many warm interpreters (one per
-	// interpreter path) are kept; the least recently used is retired.
-	// Default 4.
+	// MaxInterpreters bounds how many warm interpreters are kept in all;
+	// the least recently used is retired. Default 4 (at least
+	// PerInterpreter).
 	MaxInterpreters int
+	// PerInterpreter bounds how many warm interpreters one interpreter and
+	// sandbox may have at once. A confined one serves one run at a time, so
+	// this is how many confined runs can start warm concurrently. Default:
+	// the number of CPUs, at least 2.
+	PerInterpreter int
 	// IdleTimeout retires a warm interpreter unused for this long.
 	// Default 10 minutes.
 	IdleTimeout time.Duration
@@ -136,13 +157,14 @@ func (e *Engine) WarmStats() WarmStats {
 	return e.warm.statsSnapshot()
 }
 
-// warmPool holds the zygotes, one per interpreter path.
+// warmPool holds the zygotes, by key (warmKey).
 type warmPool struct {
 	e   *Engine
 	cfg WarmConfig
 
 	mu       sync.Mutex
-	zs       map[string]*zygote
+	zs       map[string][]*zygote
+	grants   map[string][]string // per key: read-only paths new zygotes are granted
 	failedAt map[string]time.Time
 	closed   bool
 	bg       sync.WaitGroup
@@ -170,9 +192,6 @@ var (
 	forcedEngines []*Engine
 )
 
-// warmableSandbox are the sandbox settings warm runs support so far.
-var warmableSandbox = sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
-
 const retryAfterFailure = 30 * time.Second
 
 func newWarmPool(e *Engine) *warmPool {
@@ -186,13 +205,16 @@ func newWarmPool(e *Engine) *warmPool {
 	if cfg.Spares <= 0 {
 		return nil
 	}
+	if cfg.PerInterpreter <= 0 {
+		cfg.PerInterpreter = max(2, runtime.NumCPU())
+	}
 	if cfg.MaxInterpreters <= 0 {
-		cfg.MaxInterpreters = 4
+		cfg.MaxInterpreters = max(4, cfg.PerInterpreter)
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
-	w := &warmPool{e: e, cfg: cfg, zs: map[string]*zygote{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
+	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
@@ -201,23 +223,22 @@ func newWarmPool(e *Engine) *warmPool {
 	w.bg.Add(1)
 	go func() {
 		defer w.bg.Done()
-		interp, err := e.defaultInterpreter(context.Background())
-		if err != nil || !eligibleVersion(interp.Version) {
-			return
-		}
-		settings, err := e.sandboxSettings(&Request{})
+		// A default request, prepared as a run would be, names the zygote
+		// (key, sandbox and grants) the server's default runs need.
+		p, err := e.prepare(context.Background(), &Request{Code: "pass"}, nil, Extras{})
 		if err != nil {
 			return
 		}
-		box := &sandbox.Spec{Settings: settings}
-		if warmSandboxIneligible(box) != "" {
-			return // the server's default runs cannot run warm
+		defer os.RemoveAll(p.tmpDir)
+		defer p.uv.done()
+		if w.ineligible(p) != "" {
+			return
 		}
-		key := warmKey(&prepared{interp: interp, sandbox: box})
+		key := warmKey(p)
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if !w.closed && w.zs[key] == nil {
-			w.startLocked(key, interp, box)
+		if !w.closed && len(w.zs[key]) == 0 {
+			w.startLocked(key, p)
 		}
 	}()
 	return w
@@ -239,7 +260,9 @@ func (w *warmPool) statsSnapshot() WarmStats {
 	}
 	w.reasonsMu.Unlock()
 	w.mu.Lock()
-	s.Zygotes = len(w.zs)
+	for _, l := range w.zs {
+		s.Zygotes += len(l)
+	}
 	w.mu.Unlock()
 	return s
 }
@@ -253,14 +276,23 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 	if z == nil {
 		return w.cold(reason)
 	}
-	r, err := z.start(p, opts, w.e.cfg.KillGrace)
-	if r != nil && p.sandbox != nil {
-		r.limits = p.sandbox.Limits.WithDefaults()
-		r.boxed = true
+	var box *sandbox.WarmRun
+	if p.sandbox != nil {
+		var err error
+		if box, err = sandbox.PrepareWarm(*p.sandbox, z.report, int(z.pid.Load())); err != nil {
+			w.release(z)
+			return w.cold("warm confinement: " + err.Error())
+		}
 	}
+	r, err := z.start(p, opts, w.e.cfg.KillGrace, box, func() { w.release(z) })
 	if err != nil {
-		// The zygote is gone (or going): retire it and run cold; a new one
-		// starts with the next request.
+		// The zygote is gone (or going), or its fork could not confine
+		// itself: retire it and run cold; a new one starts with the next
+		// request.
+		if box != nil {
+			box.Close()
+		}
+		w.release(z)
 		w.retire(z)
 		return w.cold("warm interpreter lost")
 	}
@@ -278,9 +310,6 @@ func (w *warmPool) ineligible(p *prepared) string {
 	}
 	if len(p.extraFiles) > maxExtraFiles {
 		return "too many extra files"
-	}
-	if reason := warmSandboxIneligible(p.sandbox); reason != "" {
-		return reason
 	}
 	size := len(p.dir)
 	for _, s := range p.argv {
@@ -332,61 +361,44 @@ func (w *warmPool) sourceHasNUL(path string) bool {
 	return false
 }
 
-// warmSandboxIneligible says why a run confined by s cannot run warm. The
-// zygote is started through the launcher with the run's sandbox settings,
-// so what applies per process and is the same for every run (rlimits) it
-// passes on to its forks. What the launcher sets up per run (a cgroup for
-// memory and process caps, a Landlock ruleset naming the run's tmp dir and
-// code file, run-as, namespaces) the warm path does not do yet: such runs
-// start cold.
-func warmSandboxIneligible(s *sandbox.Spec) string {
-	if s == nil {
-		return ""
-	}
-	lim := s.Limits.WithDefaults()
-	switch {
-	case s.Policy != sandbox.PolicyNone:
-		return "sandbox " + string(s.Policy)
-	case s.EffectiveNetwork() != sandbox.NetworkAllow:
-		return "network deny"
-	case s.RunAs != nil:
-		return "run-as"
-	case lim.MemoryBytes > 0 || lim.MaxProcs > 0:
-		return "memory/process limits (per-run cgroup)"
-	}
-	return ""
-}
-
-// WarmIneligible says why runs under the given server sandbox settings
-// (and no tighter request) start cold even with warm interpreters on; ""
-// when they can run warm.
-func WarmIneligible(s sandbox.Settings) string {
-	s.Limits = s.Limits.WithDefaults()
-	return warmSandboxIneligible(&sandbox.Spec{Settings: s})
-}
-
-// warmKey names the zygote a run needs: its interpreter and the sandbox
-// settings the zygote is confined with.
+// warmKey names the zygotes a run can use: its interpreter and what the
+// zygote is confined with (settings, identity, workspace, hidden trees).
+// Whether a zygote's grants cover the run's paths is checked per run.
 func warmKey(p *prepared) string {
 	if p.sandbox == nil {
 		return p.interp.Path
 	}
-	b, _ := json.Marshal(p.sandbox.Settings)
+	s := p.sandbox
+	settings := s.Settings
+	settings.Limits = settings.Limits.WithDefaults()
+	settings.Limits.CPUSeconds = 0 // set per run
+	b, _ := json.Marshal(struct {
+		Settings  sandbox.Settings
+		RunAs     *sandbox.Credential
+		Required  bool
+		Workspace string
+		Hidden    []string
+		ReadWrite []string
+	}{settings, s.RunAs, s.RunAsRequired, s.Workspace, s.Hidden, s.ReadWrite})
 	return p.interp.Path + "\x00" + string(b)
 }
 
-// warmLimit is the sandbox's classify for what a zygote's runs can hit
-// (rlimits only: there is no per-run cgroup on the warm path).
-func warmLimit(ev launcher.Event, lim sandbox.Limits) string {
-	switch {
-	case ev.Signal == int(syscall.SIGXCPU):
-		return sandbox.LimitCPU
-	case ev.Signal == int(syscall.SIGKILL) && lim.CPUSeconds > 0 && ev.UserSeconds+ev.SystemSeconds >= float64(lim.CPUSeconds):
-		return sandbox.LimitCPU
-	case ev.Signal == int(syscall.SIGXFSZ):
-		return sandbox.LimitFileSize
+// zygoteGrants maps the read-only paths a run needs onto what its zygote is
+// granted: a file in the code dir becomes the code dir (every inline
+// snippet lives there), anything else stays as is.
+func (w *warmPool) zygoteGrants(paths []string) []string {
+	code, ws := codeDir(w.e.cfg.StateDir), w.e.cfg.Workspace
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		switch {
+		case p == ws || strings.HasPrefix(p, ws+"/"):
+			continue // writable for every zygote already
+		case filepath.Dir(p) == code:
+			p = code
+		}
+		out = append(out, p)
 	}
-	return ""
+	return out
 }
 
 // maxWarmRequest keeps a request within one control message.
@@ -479,98 +491,215 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 	return true
 }
 
-// acquire finds the ready zygote for p's interpreter, starting one when
-// there is none.
+// acquire finds a ready zygote for p (an idle one, if it is confined),
+// starting one when there is none and the key has room for another. A
+// confined zygote it returns is reserved for p until release.
 func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 	key := warmKey(p)
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil, "engine closed"
-	}
-	z := w.zs[key]
-	if z == nil {
-		if t, ok := w.failedAt[key]; ok && time.Since(t) < retryAfterFailure {
+	for attempt := 0; ; attempt++ {
+		w.mu.Lock()
+		if w.closed {
 			w.mu.Unlock()
+			return nil, "engine closed"
+		}
+		var pick, starting *zygote
+		busy := false
+		for _, z := range w.zs[key] {
+			select {
+			case <-z.ready:
+			default:
+				starting = z
+				continue
+			}
+			if z.err != nil {
+				continue // dead; its watcher removes it
+			}
+			if z.exclusive && z.inflight > 0 {
+				busy = true
+				continue
+			}
+			pick = z
+			break
+		}
+		if pick != nil {
+			pick.inflight++
+			w.mu.Unlock()
+			reason, replaced := w.accepts(pick, p)
+			if reason == "" {
+				pick.lastUsed.Store(time.Now().UnixNano())
+				return pick, ""
+			}
+			w.release(pick)
+			if replaced && w.cfg.wait && attempt < 3 {
+				continue // a replacement is starting: wait for it
+			}
+			return nil, reason
+		}
+		if starting == nil && len(w.zs[key]) < w.cfg.PerInterpreter {
+			if t, ok := w.failedAt[key]; ok && time.Since(t) < retryAfterFailure {
+				w.mu.Unlock()
+				return nil, "warm interpreter failed"
+			}
+			starting = w.startLocked(key, p)
+		}
+		w.mu.Unlock()
+		switch {
+		case starting == nil && busy:
+			return nil, "warm interpreters busy"
+		case starting == nil:
 			return nil, "warm interpreter failed"
+		case !w.cfg.wait || attempt >= 3:
+			return nil, "warm interpreter starting"
 		}
-		z = w.startLocked(key, p.interp, p.sandbox)
-	}
-	w.mu.Unlock()
-	if z == nil {
-		return nil, "warm interpreter failed"
-	}
-
-	if w.cfg.wait {
 		select {
-		case <-z.ready:
-		case <-z.dead:
+		case <-starting.ready:
+		case <-starting.dead:
 		}
 	}
-	select {
-	case <-z.ready:
-	default:
-		return nil, "warm interpreter starting"
-	}
-	if z.err != nil {
-		return nil, "warm interpreter failed"
-	}
-	ok, pythonPath := sameStartupEnv(z.startupEnv, p.env)
-	if !ok {
-		return nil, "startup environment differs"
-	}
-	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir) {
-		return nil, "PYTHONPATH shadows a startup module"
-	}
-	if z.stale() {
-		w.retire(z)
-		if w.cfg.wait {
-			return w.acquire(p)
-		}
-		return nil, "site-packages changed"
-	}
-	z.lastUsed.Store(time.Now().UnixNano())
-	return z, ""
 }
 
-// startLocked starts a zygote for interp in the background (w.mu held).
-func (w *warmPool) startLocked(key string, interp Interpreter, box *sandbox.Spec) *zygote {
+// accepts says why z cannot run p ("" when it can), and whether z was
+// replaced for it (stale, or its grants do not cover p): a new zygote is
+// then starting.
+func (w *warmPool) accepts(z *zygote, p *prepared) (string, bool) {
+	ok, pythonPath := sameStartupEnv(z.startupEnv, p.env)
+	if !ok && z.sameHome(p.env) {
+		ok, pythonPath = sameStartupEnv(z.startupEnv, withHome(p.env, z.startupEnv["HOME"]))
+	}
+	if !ok {
+		return "startup environment differs", false
+	}
+	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir) {
+		return "PYTHONPATH shadows a startup module", false
+	}
+	reason := ""
+	if p.sandbox != nil && z.spec != nil {
+		if ok, _ := sandbox.Covers(z.spec, p.sandbox); !ok {
+			reason = "path outside the warm interpreter's grants"
+		}
+	}
+	if reason == "" && z.stale() {
+		reason = "site-packages changed"
+	}
+	if reason == "" {
+		return "", false
+	}
+	// Replace z by a zygote started now, granted what this run needs.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.retireLocked(z)
+	if !w.closed {
+		w.startLocked(z.key, p)
+	}
+	return reason, true
+}
+
+// release ends a reservation taken by acquire.
+func (w *warmPool) release(z *zygote) {
+	w.mu.Lock()
+	z.inflight--
+	w.mu.Unlock()
+}
+
+func appendNew(list []string, add ...string) []string {
+	for _, a := range add {
+		if !slices.Contains(list, a) {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+// sameHome reports whether env differs from the zygote's startup
+// environment in HOME only, in a way startup would not notice: neither home
+// holds a .local (the user base, whose site-packages startup would add).
+// Confined runs get a HOME of their own (their tmp dir) when the server's is
+// out of the run-as user's reach.
+func (z *zygote) sameHome(env []string) bool {
+	if z.homeHasLocal {
+		return false
+	}
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == "HOME" {
+			_, err := os.Lstat(filepath.Join(v, ".local"))
+			return errors.Is(err, fs.ErrNotExist)
+		}
+	}
+	return false
+}
+
+func withHome(env []string, home string) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "HOME=") {
+			kv = "HOME=" + home
+		}
+		out[i] = kv
+	}
+	return out
+}
+
+// startLocked starts a zygote for p's key in the background (w.mu held).
+func (w *warmPool) startLocked(key string, p *prepared) *zygote {
 	w.driverOnce.Do(func() { w.driverPath, w.driverErr = w.writeDriver() })
 	if w.driverErr != nil {
 		w.failedAt[key] = time.Now()
 		return nil
 	}
 	// Make room: retire the least recently used.
-	for len(w.zs) >= w.cfg.MaxInterpreters {
+	for w.countLocked() >= w.cfg.MaxInterpreters {
 		var lru *zygote
-		for _, z := range w.zs {
-			if lru == nil || z.lastUsed.Load() < lru.lastUsed.Load() {
-				lru = z
+		for _, l := range w.zs {
+			for _, z := range l {
+				if lru == nil || z.lastUsed.Load() < lru.lastUsed.Load() {
+					lru = z
+				}
 			}
 		}
 		w.retireLocked(lru)
 	}
-	z, err := w.spawn(key, interp, box)
+	var ro []string
+	if p.sandbox != nil {
+		w.grants[key] = appendNew(w.grants[key], w.zygoteGrants(p.sandbox.ReadOnly)...)
+		ro = slices.Clone(w.grants[key])
+	}
+	z, err := w.spawn(key, p, ro)
 	if err != nil {
 		w.failedAt[key] = time.Now()
 		return nil
 	}
-	w.zs[key] = z
+	w.zs[key] = append(w.zs[key], z)
 	delete(w.failedAt, key)
 	w.bg.Add(1)
 	go func() {
 		defer w.bg.Done()
 		<-z.dead
 		w.mu.Lock()
-		if w.zs[z.key] == z {
-			delete(w.zs, z.key)
-			if z.err != nil {
-				w.failedAt[z.key] = time.Now()
-			}
+		w.removeLocked(z)
+		if z.err != nil && !z.retired {
+			w.failedAt[z.key] = time.Now()
 		}
 		w.mu.Unlock()
 	}()
 	return z
+}
+
+func (w *warmPool) countLocked() int {
+	n := 0
+	for _, l := range w.zs {
+		n += len(l)
+	}
+	return n
+}
+
+// removeLocked takes z out of the pool's lists.
+func (w *warmPool) removeLocked(z *zygote) {
+	l := slices.DeleteFunc(w.zs[z.key], func(c *zygote) bool { return c == z })
+	if len(l) == 0 {
+		delete(w.zs, z.key)
+	} else {
+		w.zs[z.key] = l
+	}
 }
 
 // writeDriver stores the embedded driver under the state dir, named by its
@@ -607,9 +736,8 @@ func (w *warmPool) retire(z *zygote) {
 // retireLocked takes z out of service. Closing the control socket lets the
 // zygote finish the runs it has in flight and exit.
 func (w *warmPool) retireLocked(z *zygote) {
-	if w.zs[z.key] == z {
-		delete(w.zs, z.key)
-	}
+	z.retired = true
+	w.removeLocked(z)
 	z.conn.Close()
 }
 
@@ -624,9 +752,11 @@ func (w *warmPool) janitor() {
 		case <-t.C:
 			cutoff := time.Now().Add(-w.cfg.IdleTimeout).UnixNano()
 			w.mu.Lock()
-			for _, z := range w.zs {
-				if z.lastUsed.Load() < cutoff {
-					w.retireLocked(z)
+			for _, l := range w.zs {
+				for _, z := range slices.Clone(l) {
+					if z.lastUsed.Load() < cutoff && z.inflight == 0 {
+						w.retireLocked(z)
+					}
 				}
 			}
 			w.mu.Unlock()
@@ -642,9 +772,9 @@ func (w *warmPool) close() {
 	}
 	w.closed = true
 	close(w.quit)
-	zs := make([]*zygote, 0, len(w.zs))
-	for _, z := range w.zs {
-		zs = append(zs, z)
+	var zs []*zygote
+	for _, l := range w.zs {
+		zs = append(zs, l...)
 	}
 	w.mu.Unlock()
 	for _, z := range zs {
@@ -670,6 +800,19 @@ type zygote struct {
 	modules   map[string]bool // top-level modules imported at its startup
 	log       *capture        // its own stdout/stderr (driver errors)
 
+	// spec is what the zygote is confined with (nil: no sandbox), report
+	// what the launcher applied; its forks inherit both.
+	spec    *sandbox.Spec
+	report  sandbox.Report
+	started chan struct{} // closed once report is set
+	// exclusive: one run at a time (a confined zygote's runs share its
+	// private /dev/shm and namespaces).
+	exclusive    bool
+	homeHasLocal bool // its HOME has a .local (user site): runs must share HOME
+
+	inflight int  // runs reserved or running (warmPool.mu)
+	retired  bool // taken out of service on purpose (warmPool.mu)
+
 	lastUsed atomic.Int64
 	pid      atomic.Int64 // the zygote's python
 }
@@ -679,8 +822,10 @@ type pathStamp struct {
 	modTime time.Time
 }
 
-func (w *warmPool) spawn(key string, interp Interpreter, box *sandbox.Spec) (*zygote, error) {
-	e := w.e
+// spawn starts a zygote for p's interpreter, confined like p's sandbox with
+// the read-only grants ro (and write grants for every run's tmp dir).
+func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) {
+	e, interp := w.e, p.interp
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -706,21 +851,50 @@ func (w *warmPool) spawn(key string, interp Interpreter, box *sandbox.Spec) (*zy
 		logR.Close()
 		return nil, err
 	}
-	env := e.baseEnv(interp, StrategySystem, tmpDir).list()
+	env := e.baseEnv(interp, StrategySystem, tmpDir)
+	var zbox *sandbox.Spec
+	if b := p.sandbox; b != nil {
+		// The runs' settings and identity; grants for every run it forks.
+		zbox = &sandbox.Spec{
+			Settings:  b.Settings,
+			RunID:     fmt.Sprintf("%s-%08x", filepath.Base(tmpDir), crc32.ChecksumIEEE([]byte(tmpDir))),
+			Workspace: b.Workspace, TmpDir: tmpDir,
+			// /proc: S walks the run's tree there (strict grants runs only a
+			// few files of it).
+			ReadOnly:  append(slices.Clone(ro), w.driverPath, "/proc"),
+			ReadWrite: append(slices.Clone(b.ReadWrite), tmpRoot(e.cfg.StateDir)),
+			Hidden:    b.Hidden, RunAs: b.RunAs, RunAsRequired: b.RunAsRequired,
+		}
+		zbox.Limits = zbox.Limits.WithDefaults()
+		zbox.Limits.CPUSeconds = -1 // each run sets its own; the zygote's CPU time must not count
+		if home, ok := env.get("HOME"); ok && b.RunAs != nil && sandbox.CheckAccess(b.RunAs, home, sandbox.AccessRead|sandbox.AccessExec) != nil {
+			env.set("HOME", tmpDir) // as sandboxFor does for runs
+		}
+	}
+	envList := env.list()
 	z := &zygote{
-		key: key, conn: conn, startupEnv: startupEnv(env), tmpDir: tmpDir,
+		key: key, conn: conn, startupEnv: startupEnv(envList), tmpDir: tmpDir,
 		ready: make(chan struct{}), dead: make(chan struct{}), log: newCapture(8 << 10),
+		spec: zbox, started: make(chan struct{}), exclusive: zbox != nil && zbox.Policy != sandbox.PolicyNone,
+	}
+	if home, ok := env.get("HOME"); ok {
+		_, err := os.Lstat(filepath.Join(home, ".local"))
+		z.homeHasLocal = !errors.Is(err, fs.ErrNotExist)
 	}
 	z.lastUsed.Store(time.Now().UnixNano())
 	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(w.cfg.Spares), strings.Join(w.cfg.Preload, ",")}
-	var zbox *sandbox.Spec
-	if box != nil {
-		// The run's settings (so its rlimits), as a run of its own.
-		zbox = &sandbox.Spec{Settings: box.Settings, RunID: filepath.Base(tmpDir), Workspace: e.cfg.Workspace, TmpDir: tmpDir}
-	}
-	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: env, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace, Sandbox: zbox},
+	var startedOnce sync.Once
+	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: envList, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace, Sandbox: zbox},
 		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW,
-			OnStart: func(pid int) { z.pid.Store(int64(pid)) }})
+			OnStart: func(pid int) { z.pid.Store(int64(pid)) },
+			OnStarted: func(ev launcher.Event) {
+				startedOnce.Do(func() {
+					if ev.Sandbox != nil {
+						z.report = *ev.Sandbox
+					}
+					close(z.started)
+				})
+			}})
 	if err != nil {
 		conn.Close()
 		logR.Close()
@@ -776,6 +950,18 @@ func (z *zygote) awaitReady() {
 	fields := strings.Split(string(buf[:n]), "\x00")
 	switch fields[0] {
 	case "READY":
+		// The launcher's "started" event (what confines the zygote) was
+		// written before Python ran; its reader may still be behind.
+		select {
+		case <-z.started:
+		case <-z.dead:
+			return
+		}
+		if z.report.RunAsDropped {
+			z.fail(errors.New("warm interpreter could not run as the run-as user: " + strings.Join(z.report.Skipped, "; ")))
+			z.proc.Terminate()
+			return
+		}
 		n, _ := strconv.Atoi(fields[1])
 		n = min(n, len(fields)-2)
 		for _, p := range fields[2 : 2+n] {
@@ -807,8 +993,10 @@ func (z *zygote) stale() bool {
 	return false
 }
 
-// start hands p to one of the zygote's spare runs.
-func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration) (*warmRun, error) {
+// start hands p to one of the zygote's spare runs, with box (the run's
+// cgroup and Landlock layer; nil without a sandbox). release is called once
+// the run is over and its confinement cleaned up.
+func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, box *sandbox.WarmRun, release func()) (*warmRun, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -826,25 +1014,44 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration) 
 	}
 	// Fd puts the files in blocking mode, which is what the run expects.
 	fds := []int{int(stdin.Fd()), int(opts.Stdout.Fd()), int(opts.Stderr.Fd()), int(statusW.Fd())}
+	conf := boxFields{wipe: z.exclusive && z.report.PrivateShm}
+	if box != nil {
+		for _, f := range box.CgroupFiles() {
+			fds = append(fds, int(f.Fd()))
+			conf.cgroups++
+		}
+		if f, flags := box.Ruleset(); f != nil {
+			fds = append(fds, int(f.Fd()))
+			conf.ruleset, conf.flags = true, flags
+		}
+		conf.cpu = box.CPUSeconds()
+	}
 	for _, f := range opts.ExtraFiles {
 		fds = append(fds, int(f.Fd()))
 	}
 	rights := unix.UnixRights(fds...)
-	_, _, err = z.conn.WriteMsgUnix(encodeRequest(p, grace), rights, nil)
+	_, _, err = z.conn.WriteMsgUnix(encodeRequest(p, grace, conf), rights, nil)
+	if box != nil {
+		box.ReleaseFiles() // the message holds its own references
+	}
 	if err != nil {
 		statusR.Close()
 		return nil, err
 	}
 	statusW.Close()
 
-	r := &warmRun{done: make(chan struct{}), grace: grace, pidfd: -1}
+	r := &warmRun{done: make(chan struct{}), grace: grace, pidfd: -1, box: box, release: release}
 	br := bufio.NewReader(statusR)
 	var first warmEvent
 	line, err := br.ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &first) != nil || first.Kind != launcher.EventStarted {
-		// Nobody took it (the zygote died with the request queued): the
-		// message and its files are gone, and nothing ran.
+		// Nobody took it (the zygote died with the request queued: the
+		// message and its files are gone), or the fork could not confine
+		// itself. Nothing of the run ran.
 		statusR.Close()
+		if first.Error != "" {
+			return nil, fmt.Errorf("warm interpreter did not start the run: %s", first.Error)
+		}
 		return nil, fmt.Errorf("warm interpreter did not start the run")
 	}
 	r.spid = first.Supervisor
@@ -858,9 +1065,29 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration) 
 	return r, nil
 }
 
+// boxFields is the RUN message's confinement field (see driver.py).
+type boxFields struct {
+	cgroups int    // cgroup files passed
+	ruleset bool   // a Landlock ruleset passed (after them)
+	flags   uint32 // landlock_restrict_self flags
+	cpu     int64  // RLIMIT_CPU, 0 for none
+	wipe    bool   // empty /dev/shm after the run
+}
+
+func (b boxFields) String() string {
+	return fmt.Sprintf("%d,%d,%d,%d,%d", b.cgroups, b2i(b.ruleset), b.flags, b.cpu, b2i(b.wipe))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // encodeRequest is the RUN message (see driver.py).
-func encodeRequest(p *prepared, grace time.Duration) []byte {
-	fields := []string{"RUN", p.dir, p.argv[2], strconv.FormatInt(grace.Milliseconds(), 10)}
+func encodeRequest(p *prepared, grace time.Duration, box boxFields) []byte {
+	fields := []string{"RUN", p.dir, p.argv[2], strconv.FormatInt(grace.Milliseconds(), 10), box.String()}
 	args := p.argv[3:]
 	fields = append(fields, strconv.Itoa(len(args)))
 	fields = append(fields, args...)
@@ -891,12 +1118,14 @@ type warmRun struct {
 
 	termOnce sync.Once
 
-	boxed  bool           // the run has a sandbox spec: report like the launcher
-	limits sandbox.Limits // its effective limits
+	box       *sandbox.WarmRun // the run's cgroup and Landlock layer, or nil
+	boxReport *sandbox.Report  // what box.Finish reported
+	release   func()           // frees the zygote for its next run
 }
 
 func (r *warmRun) readStatus(f *os.File, br *bufio.Reader) {
 	defer close(r.done)
+	defer r.finish()
 	defer f.Close()
 	for {
 		line, err := br.ReadBytes('\n')
@@ -925,6 +1154,22 @@ func (r *warmRun) readStatus(f *os.File, br *bufio.Reader) {
 		r.pidfd = -1
 	}
 	r.mu.Unlock()
+}
+
+// finish cleans up the run's confinement (sweeping and removing its cgroup,
+// reading its evidence) and frees the zygote, before the run counts as done.
+func (r *warmRun) finish() {
+	if r.box != nil {
+		ev := r.final
+		if !r.gotFinal {
+			ev = launcher.Event{ExitCode: -1, Signal: int(syscall.SIGKILL)}
+		}
+		rep := r.box.Finish(ev.ExitCode, ev.Signal, ev.UserSeconds+ev.SystemSeconds)
+		r.boxReport = &rep
+	}
+	if r.release != nil {
+		r.release()
+	}
 }
 
 // Terminate asks the supervisor to end the run: SIGTERM to the whole tree,
@@ -963,13 +1208,11 @@ func (r *warmRun) Wait() (launcher.Event, error) {
 	}
 	if r.gotFinal {
 		ev := r.final
-		if r.boxed {
-			ev.Sandbox = &sandbox.Report{LimitExceeded: warmLimit(ev, r.limits)}
-		}
+		ev.Sandbox = r.boxReport
 		return ev, nil
 	}
 	// The supervisor died without reporting (killed by the backstop).
-	ev := launcher.Event{Kind: launcher.EventExit, ExitCode: -1}
+	ev := launcher.Event{Kind: launcher.EventExit, ExitCode: -1, Sandbox: r.boxReport}
 	if r.killed.Load() {
 		ev.Signal = int(syscall.SIGKILL)
 		ev.ExitCode = -ev.Signal

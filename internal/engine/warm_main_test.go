@@ -7,29 +7,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // runBothModes runs the package's tests cold, then again in a child test
 // binary (same flags) with PYEXEC_TEST_WARM=1, where every engine a test
 // creates without an explicit warm configuration gets warm interpreters that
 // the runs wait for. So every engine test checks the warm path too, with
-// the same expectations. Runs the warm path cannot take yet (sandboxed ones:
-// see warmSandboxIneligible) start cold there too; so that the general
-// engine tests exercise it, engines from newTestEngine that leave the
-// sandbox at its default get the settings warm runs support (warmTestConfig).
-// Tests of the sandbox build their engines with New and keep theirs. The
-// pass ends with how many runs went warm and why others did not.
-// PYEXEC_TEST_WARM=0 runs the cold pass only.
-// warmTestConfig gives, in the forced-warm pass, an engine config that
-// leaves the sandbox at its default the sandbox settings warm runs support.
-func warmTestConfig(cfg *Config) {
-	if forcedWarm != nil && cfg.Sandbox == (sandbox.Settings{}) {
-		cfg.Sandbox = warmableSandbox
-	}
-}
-
+// the same expectations and the same sandbox (the default one, or the
+// test's). The pass ends with how many runs went warm and why others did
+// not. PYEXEC_TEST_WARM=0 runs the cold pass only.
 func runBothModes(m *testing.M) int {
 	switch os.Getenv("PYEXEC_TEST_WARM") {
 	case "1":

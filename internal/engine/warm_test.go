@@ -22,11 +22,11 @@ func warmPair(t *testing.T) (cold, warm *Engine, ws string) {
 	skipInWarmPass(t)
 	ws, state := t.TempDir(), t.TempDir()
 	var err error
-	cold, err = New(Config{Workspace: ws, StateDir: state, Sandbox: warmableSandbox, Warm: WarmConfig{off: true}})
+	cold, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{off: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm, err = New(Config{Workspace: ws, StateDir: state, Sandbox: warmableSandbox, Warm: WarmConfig{Spares: 2, wait: true}})
+	warm, err = New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{Spares: 2, wait: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func warmEngine(t *testing.T, cfg WarmConfig) (*Engine, string) {
 	skipInWarmPass(t)
 	ws := t.TempDir()
 	cfg.wait = true
-	e, err := New(Config{Workspace: ws, StateDir: t.TempDir(), Sandbox: warmableSandbox, Warm: cfg})
+	e, err := New(Config{Workspace: ws, StateDir: t.TempDir(), Warm: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,8 +445,10 @@ func (w *warmPool) zygoteFor(t *testing.T) *zygote {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, z := range w.zs {
-		return z
+	for _, l := range w.zs {
+		if len(l) > 0 {
+			return l[0]
+		}
 	}
 	return nil
 }

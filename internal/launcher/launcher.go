@@ -73,7 +73,12 @@ func run() int {
 	for _, f := range files {
 		f.Close()
 	}
-	report(Event{Kind: EventStarted, PID: pid})
+	started := Event{Kind: EventStarted, PID: pid}
+	if box != nil {
+		rep := box.Started()
+		started.Sandbox = &rep
+	}
+	report(started)
 
 	ws := supervise(pid, sigs, spec.Grace, box)
 

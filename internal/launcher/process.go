@@ -23,6 +23,9 @@ type Options struct {
 	Stderr     *os.File
 	// OnStart is called with Python's pid once it runs.
 	OnStart func(pid int)
+	// OnStarted is called with the whole "started" event (its Sandbox says
+	// what confinement is in force), after OnStart.
+	OnStarted func(Event)
 	// ExtraFiles are inherited by Python as fd 3, 4, ... (Spec.ExtraFiles
 	// must say how many).
 	ExtraFiles []*os.File
@@ -111,12 +114,12 @@ func Start(spec Spec, opts Options) (*Process, error) {
 		defer specW.Close()
 		_ = json.NewEncoder(specW).Encode(spec)
 	}()
-	go p.readStatus(statusR, opts.OnStart)
+	go p.readStatus(statusR, opts.OnStart, opts.OnStarted)
 	return p, nil
 }
 
 // readStatus consumes the launcher's events until it exits.
-func (p *Process) readStatus(statusR *os.File, onStart func(int)) {
+func (p *Process) readStatus(statusR *os.File, onStart func(int), onStarted func(Event)) {
 	defer close(p.done)
 	defer statusR.Close()
 	sc := bufio.NewScanner(statusR)
@@ -129,6 +132,9 @@ func (p *Process) readStatus(statusR *os.File, onStart func(int)) {
 		if ev.Kind == EventStarted {
 			if onStart != nil {
 				onStart(ev.PID)
+			}
+			if onStarted != nil {
+				onStarted(ev)
 			}
 			continue
 		}

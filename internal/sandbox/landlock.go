@@ -102,8 +102,11 @@ type landlockPlan struct {
 // planLandlock builds the ruleset for the spec on a kernel with the given ABI.
 // denyTCP adds Landlock's TCP bind/connect denial (strict).
 // privateShm says /dev/shm will be the run's own tmpfs (then strict may use
-// it too).
-func planLandlock(s *Spec, abi int, denyTCP, privateShm bool) (*landlockPlan, error) {
+// it too). nsRoot, when set, is how the planner reaches the root of the
+// run's mount namespace (/proc/PID/root of a process in it): rules on what
+// that namespace mounts over the host's view (/dev/shm) must name its inodes,
+// since Landlock does not look at a mount point hidden by a mount.
+func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*landlockPlan, error) {
 	pre := landlockPreset(abi)
 	p := &landlockPlan{cfg: landlock.Config{HandledAccessFS: pre.HandledAccessFS, Scoped: pre.Scoped}}
 	if denyTCP {
@@ -137,7 +140,7 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool) (*landlockPlan, er
 	if s.Policy != PolicyStrict || privateShm {
 		// POSIX semaphores (multiprocessing locks) live in /dev/shm. When
 		// it is the host's, shared with other runs, strict leaves it out.
-		rw = append(rw, "/dev/shm")
+		rw = append(rw, nsRoot+"/dev/shm")
 	}
 	// Landlock opens rule paths itself; a missing optional system path is
 	// fine, but a missing workspace/tmp/read-only path is a spec error.

@@ -33,7 +33,7 @@ func BenchmarkLandlockRuleset(b *testing.B) {
 	home, _ := os.UserHomeDir()
 	s := &Spec{Settings: Settings{Policy: PolicyWorkspace}, Workspace: b.TempDir(), Hidden: []string{home}}
 	for i := 0; i < b.N; i++ {
-		p, err := planLandlock(s, 7, false, true)
+		p, err := planLandlock(s, 7, false, true, "")
 		if err != nil {
 			b.Fatal(err)
 		}

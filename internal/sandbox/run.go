@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -43,6 +44,12 @@ type Report struct {
 	MemoryViaRlimit bool `json:"memory_via_rlimit,omitempty"`
 	// CleanupError is set when the run's cgroup could not be removed.
 	CleanupError string `json:"cleanup_error,omitempty"`
+	// PrivateShm is true when the run got its own /dev/shm (a tmpfs in its
+	// mount namespace).
+	PrivateShm bool `json:"private_shm,omitempty"`
+	// RunAsDropped is true when the spec named a run-as user but the run
+	// fell back to root without capabilities (see Skipped for why).
+	RunAsDropped bool `json:"run_as_dropped,omitempty"`
 }
 
 // Run is one confined run inside the launcher: Prepare, Start, (wait),
@@ -70,6 +77,8 @@ type Run struct {
 	skipped     []string
 	release     chan struct{}
 	started     bool
+	shmApplied  bool
+	runAsDrop   bool
 }
 
 // Prepare checks the spec against what the kernel can do, creates the run's
@@ -184,7 +193,7 @@ func Prepare(spec Spec) (*Run, error) {
 	// /dev/shm and workspace the shared one.
 	r.privateShm = confine && os.Geteuid() == 0
 	if confine {
-		plan, err := planLandlock(&r.spec, r.abi, denyTCP, r.privateShm)
+		plan, err := planLandlock(&r.spec, r.abi, denyTCP, r.privateShm, "")
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("sandbox: %w", err)
@@ -245,6 +254,7 @@ func (r *Run) runAsRoot(why string) error {
 		return fmt.Errorf("sandbox: run-as %s (uid %d) required but: %s", cred.Name, cred.UID, why)
 	}
 	r.spec.RunAs = nil
+	r.runAsDrop = true
 	r.reach = nil
 	if r.idmapUserns >= 0 {
 		unix.Close(r.idmapUserns)
@@ -419,6 +429,7 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			// Optional: strict then simply has no /dev/shm (see planLandlock).
 			r.skipped = append(r.skipped, "private /dev/shm: "+shmErr.Error())
 		} else {
+			r.shmApplied = true
 			r.applied = append(r.applied, "mount namespace with a private /dev/shm")
 		}
 	}
@@ -561,6 +572,17 @@ func dropBoundingSet() error {
 	return nil
 }
 
+// Started reports what is in force once Start returned: the mechanisms
+// applied and skipped so far, whether /dev/shm is private and whether the
+// run-as user was dropped. The launcher sends it with its "started" event;
+// a warm interpreter's runs inherit exactly this confinement.
+func (r *Run) Started() Report {
+	return Report{
+		Applied: slices.Clone(r.applied), Skipped: slices.Clone(r.skipped), MemoryViaRlimit: r.asMem,
+		PrivateShm: r.shmApplied, RunAsDropped: r.runAsDrop,
+	}
+}
+
 // Signal sends sig to every process in the run's cgroup (including ones
 // that called setsid or were reparented away). No-op without a cgroup; the
 // launcher's own process-tree kill still applies.
@@ -581,7 +603,7 @@ func (r *Run) Signal(sig syscall.Signal) {
 // evidence, kills whatever is left in the cgroup, removes it, and says
 // which limit (if any) was exceeded.
 func (r *Run) Finish(ws syscall.WaitStatus, cpuSeconds float64) Report {
-	rep := Report{Applied: r.applied, Skipped: r.skipped, MemoryViaRlimit: r.asMem}
+	rep := Report{Applied: r.applied, Skipped: r.skipped, MemoryViaRlimit: r.asMem, PrivateShm: r.shmApplied, RunAsDropped: r.runAsDrop}
 	var st cgroupStats
 	if r.cg != nil {
 		r.cg.killAll()
