@@ -68,11 +68,11 @@ func run(n, nSlow int, heavy string, quick bool) error {
 	load0 := loadavg()
 	start := time.Now()
 
-	// Warm runs support the sandbox policy none without per-run cgroup
-	// limits so far (sandboxed runs start cold): the engine rows compare
-	// cold and warm under those settings; row c0 is the default sandbox.
+	// Every row runs under the default sandbox (workspace policy, run as
+	// nobody when root, a cgroup per run) unless it says otherwise; rows c1
+	// and d1 show what that confinement costs.
 	open := sandbox.Settings{Policy: sandbox.PolicyNone, Limits: sandbox.Limits{MemoryBytes: -1, MaxProcs: -1}}
-	coldEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-cold"), Sandbox: open})
+	coldEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-cold")})
 	if err != nil {
 		return err
 	}
@@ -117,14 +117,8 @@ func run(n, nSlow int, heavy string, quick bool) error {
 			return err
 		}
 	}
-	boxEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-box")})
-	if err != nil {
-		return err
-	}
-	defer boxEng.Close()
-	add(&row{id: "c0", name: "engine, cold, default sandbox (workspace: landlock, cgroup, run as nobody...)", samples: sample(n/2, engineRun(boxEng, print1))})
-	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE), --sandbox none, no cgroup limits", samples: sample(n, engineRun(coldEng, print1))})
-	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2}})
+	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE), default sandbox", samples: sample(n, engineRun(coldEng, print1))})
+	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Warm: engine.WarmConfig{Spares: 2}})
 	if err != nil {
 		return err
 	}
@@ -133,9 +127,28 @@ func run(n, nSlow int, heavy string, quick bool) error {
 		return err
 	}
 	before := warmEng.WarmStats().Warm
-	d := add(&row{id: "d", name: "engine, warm (fork server), same settings", samples: sample(n, engineRun(warmEng, print1))})
+	d := add(&row{id: "d", name: "engine, warm (fork server), default sandbox", samples: sample(n, engineRun(warmEng, print1))})
 	if got := warmEng.WarmStats().Warm - before; got < uint64(n) {
 		d.note = fmt.Sprintf("only %d of %d runs were warm", got, n)
+	}
+	if !quick {
+		// What confinement costs: the same two rows under --sandbox none
+		// without cgroup limits.
+		openCold, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-open-cold"), Sandbox: open})
+		if err != nil {
+			return err
+		}
+		defer openCold.Close()
+		add(&row{id: "c1", name: "engine, cold, --sandbox none --memory-limit -1 --max-procs -1", samples: sample(n/2, engineRun(openCold, print1))})
+		openWarm, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-open-warm"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2}})
+		if err != nil {
+			return err
+		}
+		defer openWarm.Close()
+		if err := awaitWarm(openWarm, engineRun(openWarm, print1)); err != nil {
+			return err
+		}
+		add(&row{id: "d1", name: "engine, warm, --sandbox none --memory-limit -1 --max-procs -1", samples: sample(n, engineRun(openWarm, print1))})
 	}
 
 	// Preload rows.
@@ -147,7 +160,7 @@ func run(n, nSlow int, heavy string, quick bool) error {
 		add(&row{id: "i", name: "`import json, decimal; print(1)`: engine cold", samples: sample(n/2, engineRun(coldEng, imp))})
 		add(&row{id: "j", name: "`import json, decimal; print(1)`: engine warm", samples: sample(n/2, engineRun(warmEng, imp))})
 	}
-	preEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-pre"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2, Preload: []string{"json", "decimal"}}})
+	preEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-pre"), Warm: engine.WarmConfig{Spares: 2, Preload: []string{"json", "decimal"}}})
 	if err != nil {
 		return err
 	}
@@ -161,7 +174,7 @@ func run(n, nSlow int, heavy string, quick bool) error {
 	if heavy != "" && exec.Command(py, "-c", "import "+heavy).Run() == nil {
 		hreq := engine.Request{Code: "import " + heavy + "; print(1)"}
 		add(&row{id: "l", name: fmt.Sprintf("`import %s; print(1)`: engine cold", heavy), samples: sample(max(nSlow/2, 5), engineRun(coldEng, hreq))})
-		heng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-heavy"), Sandbox: open, Warm: engine.WarmConfig{Spares: 2, Preload: []string{heavy}}})
+		heng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-heavy"), Warm: engine.WarmConfig{Spares: 2, Preload: []string{heavy}}})
 		if err != nil {
 			return err
 		}
@@ -185,9 +198,9 @@ func run(n, nSlow int, heavy string, quick bool) error {
 	}
 	add(e)
 	if !quick {
-		e0, err := mcpDefault(ctx, bin, ws, filepath.Join(tmp, "state-mcp0"), max(n/2, 50))
+		e0, err := mcpCold(ctx, bin, ws, filepath.Join(tmp, "state-mcp0"), max(n/2, 50))
 		if err != nil {
-			return fmt.Errorf("mcp (default flags): %w", err)
+			return fmt.Errorf("mcp (--warm 0): %w", err)
 		}
 		add(e0)
 		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
@@ -291,7 +304,7 @@ type rssReport struct {
 // batches and (h) the server's memory, against `pyexec mcp`.
 func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*row, *row, rssReport, error) {
 	var rep rssReport
-	cmd := exec.Command(bin, append([]string{"mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, openFlags...)...)
+	cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -326,7 +339,7 @@ func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*r
 			return nil, nil, rep, err
 		}
 	}
-	e := &row{id: "e", name: "`run_python` print(1) via `pyexec mcp " + strings.Join(openFlags, " ") + "` over stdio (go-sdk client, sequential)", samples: sample(n, runPrint1)}
+	e := &row{id: "e", name: "`run_python` print(1) via `pyexec mcp` (default flags) over stdio (go-sdk client, sequential)", samples: sample(n, runPrint1)}
 	if z := processesWith(filepath.Join(state, "warm", "driver-")); len(z) == 0 {
 		e.note = "no warm interpreter running: these calls were cold"
 	}
@@ -387,7 +400,7 @@ func mcpStdio(ctx context.Context, bin, ws, state string, n int, quick bool) (*r
 // httpRow measures (f): run_python over MCP Streamable HTTP against
 // `pyexec serve`, when this build has it.
 func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
-	r := &row{id: "f", name: "`run_python` print(1) via `pyexec serve " + strings.Join(openFlags, " ") + "` /mcp over Streamable HTTP (go-sdk client, sequential)"}
+	r := &row{id: "f", name: "`run_python` print(1) via `pyexec serve` (default flags) /mcp over Streamable HTTP (go-sdk client, sequential)"}
 	if exec.Command(bin, "serve", "--help").Run() != nil {
 		r.na = "not built (no `pyexec serve` in this build)"
 		return r
@@ -399,7 +412,7 @@ func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, openFlags...)...)
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--workspace", ws, "--state-dir", state, "--log-level", "warn")
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
 		r.na = err.Error()
@@ -505,13 +518,10 @@ func kernel() string {
 	return "Linux " + strings.TrimSpace(string(data))
 }
 
-// openFlags are the server flags under which runs can be warm (see run).
-var openFlags = []string{"--sandbox", "none", "--memory-limit", "-1", "--max-procs", "-1"}
-
-// mcpDefault measures (e0): run_python against `pyexec mcp` with default
-// flags (sandboxed runs, so cold).
-func mcpDefault(ctx context.Context, bin, ws, state string, n int) (*row, error) {
-	cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+// mcpCold measures (e0): run_python against `pyexec mcp --warm 0`, every
+// run a fresh interpreter.
+func mcpCold(ctx context.Context, bin, ws, state string, n int) (*row, error) {
+	cmd := exec.Command(bin, "mcp", "--warm", "0", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -526,7 +536,7 @@ func mcpDefault(ctx context.Context, bin, ws, state string, n int) (*row, error)
 		}
 		return err
 	}
-	return &row{id: "e0", name: "`run_python` print(1) via `pyexec mcp` (default flags: workspace sandbox, so cold) over stdio", samples: sample(n, call)}, nil
+	return &row{id: "e0", name: "`run_python` print(1) via `pyexec mcp --warm 0` (every run cold) over stdio", samples: sample(n, call)}, nil
 }
 
 // processesWith lists the live processes whose command line contains s.

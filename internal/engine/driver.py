@@ -424,11 +424,15 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     extra = high[4 + ncg + has_ruleset:]
     try:
         _confine(os, libc, cgroups, ruleset, flags, cpu)
+        # The server made sure both exist: if this mount namespace does not
+        # show them, it is not the one a cold run would get.
+        os.stat(f[2])
+        os.stat(f[1])
     except BaseException as e:  # noqa: BLE001 - nothing of the run has started
         import json
 
         _emit(os, status, '{"kind":"error","exit_code":127,"error":%s}\n' % json.dumps("warm confinement: %s" % e))
-        os._exit(0)  # S sees no handover and exits quietly
+        os._exit(0)  # S sees no handover and exits quietly; the run starts cold
     try:
         sup.sendmsg([b"T %s %d" % (f[3], wipe)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:

@@ -388,13 +388,14 @@ func warmKey(p *prepared) string {
 // snippet lives there), anything else stays as is.
 func (w *warmPool) zygoteGrants(paths []string) []string {
 	code, ws := codeDir(w.e.cfg.StateDir), w.e.cfg.Workspace
+	hidden := hiddenTrees(w.e.cfg.StateDir)
+	within := func(p, dir string) bool { return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/") }
 	out := make([]string, 0, len(paths))
 	for _, p := range paths {
-		switch {
-		case p == ws || strings.HasPrefix(p, ws+"/"):
-			continue // writable for every zygote already
-		case filepath.Dir(p) == code:
+		if filepath.Dir(p) == code {
 			p = code
+		} else if within(p, ws) && !slices.ContainsFunc(hidden, func(h string) bool { return within(p, h) }) {
+			continue // every zygote may write the workspace already
 		}
 		out = append(out, p)
 	}
@@ -797,6 +798,7 @@ type zygote struct {
 	err       error           // why it failed, set before ready is closed
 	dead      chan struct{}   // closed when its whole tree is gone
 	paths     []pathStamp     // its sys.path directories, to notice installs
+	binds     []bindStamp     // directories its mount namespace holds, to notice replacements
 	modules   map[string]bool // top-level modules imported at its startup
 	log       *capture        // its own stdout/stderr (driver errors)
 
@@ -880,6 +882,13 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 	if home, ok := env.get("HOME"); ok {
 		_, err := os.Lstat(filepath.Join(home, ".local"))
 		z.homeHasLocal = !errors.Is(err, fs.ErrNotExist)
+	}
+	if zbox != nil {
+		for _, d := range append(append([]string{zbox.Workspace}, zbox.ReadOnly...), zbox.ReadWrite...) {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				z.binds = append(z.binds, bindStamp{d, inodeOf(d)})
+			}
+		}
 	}
 	z.lastUsed.Store(time.Now().UnixNano())
 	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(w.cfg.Spares), strings.Join(w.cfg.Preload, ",")}
@@ -981,8 +990,10 @@ func (z *zygote) awaitReady() {
 }
 
 // stale reports whether a directory on the zygote's sys.path changed since
-// it started (a package was installed or removed): its imports and .pth
-// processing could differ from a fresh start's.
+// it started (a package was installed or removed: its imports and .pth
+// processing could differ from a fresh start's), or a directory its mount
+// namespace holds (the workspace, the code dir...) was replaced: the
+// namespace still shows the old one.
 func (z *zygote) stale() bool {
 	for _, s := range z.paths {
 		fi, err := os.Stat(s.path)
@@ -990,7 +1001,25 @@ func (z *zygote) stale() bool {
 			return true
 		}
 	}
+	for _, b := range z.binds {
+		if inodeOf(b.path) != b.inode {
+			return true
+		}
+	}
 	return false
+}
+
+type bindStamp struct {
+	path  string
+	inode [2]uint64 // device and inode number
+}
+
+func inodeOf(path string) [2]uint64 {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return [2]uint64{}
+	}
+	return [2]uint64{st.Dev, st.Ino}
 }
 
 // start hands p to one of the zygote's spare runs, with box (the run's

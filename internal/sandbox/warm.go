@@ -236,15 +236,27 @@ func Covers(zygote, run *Spec) (bool, string) {
 	case zygote.Workspace != run.Workspace || !slices.Equal(zygote.Hidden, run.Hidden):
 		return false, "workspace"
 	}
-	rw := append([]string{zygote.Workspace, zygote.TmpDir}, zygote.ReadWrite...)
-	ro := append(slices.Clone(zygote.ReadOnly), rw...)
-	for _, p := range append([]string{run.Workspace, run.TmpDir}, run.ReadWrite...) {
-		if p != "" && !withinAny(p, rw) {
+	// The workspace grant does not cover a hidden tree inside it (a state
+	// dir in the workspace): what a run needs there must be granted by
+	// name, since the zygote's mount namespace shows only what it binds.
+	explicitRW := append([]string{zygote.TmpDir}, zygote.ReadWrite...)
+	covered := func(p string, writable bool) bool {
+		grants := explicitRW
+		if !writable {
+			grants = append(slices.Clone(zygote.ReadOnly), explicitRW...)
+		}
+		if withinAny(p, grants) {
+			return true
+		}
+		return withinAny(p, []string{zygote.Workspace}) && !withinAny(p, zygote.Hidden)
+	}
+	for _, p := range append([]string{run.TmpDir}, run.ReadWrite...) {
+		if p != "" && !covered(p, true) {
 			return false, p
 		}
 	}
 	for _, p := range run.ReadOnly {
-		if !withinAny(p, ro) {
+		if !covered(p, false) {
 			return false, p
 		}
 	}
