@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-
 )
 
 // runDoctor tells an operator what this machine offers pyexec.
