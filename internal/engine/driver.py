@@ -155,11 +155,12 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
     # namespace /proc was mounted in: under strict the zygote has a PID
     # namespace of its own, so S finds itself as /proc sees it and signals
     # each descendant by its pid in S's namespace (the last NSpid field).
+    me_local = os.getpid()
     try:
         me = int(os.readlink("/proc/self"))
     except (OSError, ValueError):
-        me = os.getpid()
-    st = {"term": False, "grace": 0.5, "taken": False, "status": -1, "wipe": False, "handover": lambda: None}
+        me = me_local
+    st = {}
 
     def tree(sig):
         for pid in _descendants(os, me):
@@ -171,9 +172,9 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
                 pass
 
     def on_term(*_):
-        if not st["term"]:
+        st["handover"]()  # for the run's grace period
+        if st["taken"] and not st["term"]:  # between runs there is nothing to end
             st["term"] = True
-            st["handover"]()  # for the run's grace period
             tree(signal.SIGTERM)
             signal.setitimer(signal.ITIMER_REAL, st["grace"])
 
@@ -185,6 +186,19 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
         signal.signal(s, on_term)
     signal.signal(signal.SIGALRM, on_alarm)
 
+    # One run per G. For runs with wipe_shm (a zygote serving one run at a
+    # time) S stays and forks the next G once the run is over, so that a run
+    # costs one fork instead of two; otherwise it exits after the run.
+    while _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree):
+        pass
+    os._exit(0)
+
+
+def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree):
+    """Fork G, supervise its run to the end and report it; True when S is to
+    serve another run."""
+    st.clear()
+    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "wipe": False, "handover": lambda: None})
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     gpid = os.fork()
     if gpid == 0:
@@ -195,9 +209,10 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
             _die()
         _die()
     theirs.close()
-    ctlsock.detach()
-    os.close(ctl)
-    os.close(notify_w)  # G tells the zygote itself when it takes a request
+    # G tells the zygote when it takes a request (so it forks the next spare
+    # right away); for a run with wipe_shm S tells it once the run is over
+    # instead (a no-op then: S itself serves the next run).
+
     # S sleeps in wait4 through the whole run: G's handover (the status pipe
     # and the grace period) waits in the socket until S needs it, so no
     # wakeup of S sits on the request's path.
@@ -225,20 +240,28 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
 
     st["handover"] = handover
     main = None
+    # The run's rusage, as a launcher's RUSAGE_CHILDREN would give it: CPU
+    # summed over every reaped process, the largest resident set of any.
+    utime = stime = 0.0
+    maxrss = 0
     while True:
         try:
-            pid, ws, _ = os.wait4(-1, 0)
+            pid, ws, ru = os.wait4(-1, 0)
         except ChildProcessError:
             break
+        utime += ru.ru_utime
+        stime += ru.ru_stime
+        maxrss = max(maxrss, ru.ru_maxrss)
         if pid == gpid:
             main = ws
         if main is not None:
             tree(signal.SIGKILL)  # leftovers (daemons, setsid grandchildren) end with the run
     signal.setitimer(signal.ITIMER_REAL, 0)
     handover()
+    mine.close()
     status = st["status"]
     if status < 0:
-        os._exit(0)  # a spare that never ran (EOF, or killed)
+        return False  # a spare that never ran (EOF, or killed)
     if st["wipe"]:
         _wipe(os, "/dev/shm")
     code, sig = 0, 0
@@ -248,12 +271,10 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
         elif os.WIFSIGNALED(main):
             sig = os.WTERMSIG(main)
             code = -sig
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
-          % (code, sig, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024))
-    os._exit(0)
+          % (code, sig, utime, stime, maxrss * 1024))
+    os.close(status)
+    return st["wipe"]
 
 
 def _wipe(os, top):
@@ -438,7 +459,8 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     except OSError:
         os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
     _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
-    _note(os, notify_w, b"T%d\n" % sup_pid)  # the zygote forks the next spare
+    if not wipe:
+        _note(os, notify_w, b"T%d\n" % sup_pid)  # the zygote forks the next spare
     os.close(notify_w)
     sup.close()
     ctlsock.detach()

@@ -23,6 +23,8 @@ type Engine struct {
 	envs    *uvenv.Manager // dependency environments (environment.go)
 	caps    capsCache      // what the kernel can enforce (sandbox.go)
 	warm    *warmPool      // nil when warm interpreters are off (pool.go)
+	tmp     *tmpDirs       // the runs' temp dirs (tmpdirs.go)
+	runAs   runAsCache     // recent run-as choices (sandbox.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -39,7 +41,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, envs: envs}
+	e := &Engine{cfg: cfg, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
 	e.warm = newWarmPool(e)
 	return e, nil
 }
@@ -50,8 +52,18 @@ func New(cfg Config) (*Engine, error) {
 // flight on them are killed). The engine must not be used afterwards.
 func (e *Engine) Close() error {
 	e.closeWarm()
+	e.tmp.close()
 	e.envs.Wait()
 	return nil
+}
+
+// settle waits for the background cleanup of finished runs (their temp
+// dirs and cgroups), so that what is left on disk is what a run left.
+func (e *Engine) settle() {
+	e.tmp.pending.Wait()
+	if e.warm != nil {
+		e.warm.cleanups.Wait()
+	}
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -84,7 +96,7 @@ func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extra
 	if err != nil {
 		return Result{}, err
 	}
-	defer os.RemoveAll(p.tmpDir)
+	defer e.tmp.remove(p.tmpDir)
 	defer p.uv.done()
 	res, err := e.execute(ctx, p, obs)
 	res.ResolvedDependencies = p.uv.resolvedDependencies()
@@ -149,9 +161,9 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		interp, strategy = uv.interp, uv.strategy
 	}
 
-	tmpDir, err := os.MkdirTemp(tmpRoot(e.cfg.StateDir), "run-")
+	tmpDir, err := e.tmp.get()
 	if err != nil {
-		return nil, fmt.Errorf("create run temp dir: %w", err)
+		return nil, err
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
 	x.applyBefore(env)

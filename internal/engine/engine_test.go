@@ -329,6 +329,7 @@ func TestRunTempDirIsPrivateAndRemoved(t *testing.T) {
 	if len(lines) != 2 || lines[1] != "True" {
 		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
+	e.settle() // removal happens after the result is out
 	if _, err := os.Stat(lines[0]); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("run temp dir %s still exists after the run (err %v)", lines[0], err)
 	}

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,7 +96,7 @@ func TestHostileCorpusEngine(t *testing.T) {
 			}
 			c.Expect.Check(t, out, listeners)
 			if c.Expect.NoLeftovers {
-				assertNothingLeft(t, ws, state)
+				assertNothingLeft(t, eng, ws, state)
 			}
 		})
 	}
@@ -119,13 +120,14 @@ for p in [os.path.join(sys.argv[1], "code"), os.path.join(sys.argv[1], "tmp")]:
 	if err != nil || strings.TrimSpace(res.Stdout) != "still here" {
 		t.Fatalf("engine after the corpus: %+v %v", res, err)
 	}
-	assertNothingLeft(t, ws, state)
+	assertNothingLeft(t, eng, ws, state)
 }
 
 // assertNothingLeft checks that no process mentions the workspace, no run
 // temp dir remains and no run cgroup remains under our own cgroups.
-func assertNothingLeft(t *testing.T, ws, state string) {
+func assertNothingLeft(t *testing.T, eng *Engine, ws, state string) {
 	t.Helper()
+	eng.settle()
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
@@ -136,7 +138,9 @@ func assertNothingLeft(t *testing.T, ws, state string) {
 			t.Errorf("process %s outlived its run: %q", e.Name(), strings.ReplaceAll(string(cmd), "\x00", " "))
 		}
 	}
-	if tmps, _ := os.ReadDir(filepath.Join(state, "tmp")); len(tmps) > 0 {
+	tmps, _ := os.ReadDir(filepath.Join(state, "tmp"))
+	tmps = slices.DeleteFunc(tmps, func(d os.DirEntry) bool { return eng.tmp.isSpare(filepath.Join(state, "tmp", d.Name())) })
+	if len(tmps) > 0 {
 		t.Errorf("run temp dirs left: %v", tmps)
 	}
 	for _, ent := range tmpsOfCgroups(state) {

@@ -113,10 +113,10 @@ type WarmConfig struct {
 
 // WarmStats counts how runs were started.
 type WarmStats struct {
-	Warm        uint64            `json:"warm"`
-	Cold        uint64            `json:"cold"`
-	ColdReasons map[string]uint64 `json:"cold_reasons,omitempty"`
-	Zygotes     int               `json:"zygotes"`
+	Warm        uint64            `json:"warm" jsonschema:"Runs forked from a warm interpreter."`
+	Cold        uint64            `json:"cold" jsonschema:"Runs that started a fresh interpreter."`
+	ColdReasons map[string]uint64 `json:"cold_reasons,omitempty" jsonschema:"Why runs started cold, with counts (e.g. a warm interpreter still starting, startup environment differs)."`
+	Zygotes     int               `json:"zygotes" jsonschema:"Warm interpreters (fork servers) running now."`
 }
 
 // runProcess is a started run: a launcher, or a warm supervisor.
@@ -127,9 +127,9 @@ type runProcess interface {
 }
 
 // startProcess starts p warm when it can, cold otherwise.
-func (e *Engine) startProcess(p *prepared, opts launcher.Options) (runProcess, error) {
+func (e *Engine) startProcess(p *prepared, opts launcher.Options, warm bool) (runProcess, error) {
 	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace, ExtraFiles: len(p.extraFiles), Sandbox: p.sandbox}
-	if e.warm != nil {
+	if e.warm != nil && warm {
 		if r := e.warm.start(p, opts); r != nil {
 			return r, nil
 		}
@@ -147,6 +147,15 @@ func (e *Engine) closeWarm() {
 	if e.warm != nil {
 		e.warm.close()
 	}
+}
+
+// WarmStatsIfOn is WarmStats, or nil when warm interpreters are off.
+func (e *Engine) WarmStatsIfOn() *WarmStats {
+	if e.warm == nil {
+		return nil
+	}
+	st := e.warm.statsSnapshot()
+	return &st
 }
 
 // WarmStats reports how runs were started so far.
@@ -177,6 +186,9 @@ type warmPool struct {
 	driverOnce sync.Once
 	driverPath string
 	driverErr  error
+
+	confine  sandbox.Warm   // per-run confinement of warm runs
+	cleanups sync.WaitGroup // background cleanups of finished runs
 
 	warmRuns, coldRuns atomic.Uint64
 	reasonsMu          sync.Mutex
@@ -279,12 +291,21 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 	var box *sandbox.WarmRun
 	if p.sandbox != nil {
 		var err error
-		if box, err = sandbox.PrepareWarm(*p.sandbox, z.report, int(z.pid.Load())); err != nil {
+		if box, err = w.confine.Prepare(*p.sandbox, z.report, int(z.pid.Load())); err != nil {
 			w.release(z)
 			return w.cold("warm confinement: " + err.Error())
 		}
 	}
 	r, err := z.start(p, opts, w.e.cfg.KillGrace, box, func() { w.release(z) })
+	if r != nil {
+		r.cleanup = w.background
+		r.lost = func() {
+			// Nothing of the run ran: it starts cold (see execute).
+			w.warmRuns.Add(^uint64(0))
+			w.cold("warm interpreter lost")
+			w.retire(z)
+		}
+	}
 	if err != nil {
 		// The zygote is gone (or going), or its fork could not confine
 		// itself: retire it and run cold; a new one starts with the next
@@ -593,6 +614,17 @@ func (w *warmPool) accepts(z *zygote, p *prepared) (string, bool) {
 		w.startLocked(z.key, p)
 	}
 	return reason, true
+}
+
+// background runs f off the request's path; close waits for it.
+func (w *warmPool) background(f func()) {
+	w.bg.Add(1)
+	w.cleanups.Add(1)
+	go func() {
+		defer w.bg.Done()
+		defer w.cleanups.Done()
+		f()
+	}()
 }
 
 // release ends a reservation taken by acquire.
@@ -1069,30 +1101,18 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, 
 	}
 	statusW.Close()
 
+	// The run goes on without waiting for G's "started": that round trip
+	// (a wakeup of this process, half a millisecond on an idle VM CPU)
+	// overlaps with the run. readStatus takes it when it comes.
 	r := &warmRun{done: make(chan struct{}), grace: grace, pidfd: -1, box: box, release: release}
-	br := bufio.NewReader(statusR)
-	var first warmEvent
-	line, err := br.ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &first) != nil || first.Kind != launcher.EventStarted {
-		// Nobody took it (the zygote died with the request queued: the
-		// message and its files are gone), or the fork could not confine
-		// itself. Nothing of the run ran.
-		statusR.Close()
-		if first.Error != "" {
-			return nil, fmt.Errorf("warm interpreter did not start the run: %s", first.Error)
-		}
-		return nil, fmt.Errorf("warm interpreter did not start the run")
-	}
-	r.spid = first.Supervisor
-	if fd, err := unix.PidfdOpen(r.spid, 0); err == nil {
-		r.pidfd = fd
-	}
-	if opts.OnStart != nil {
-		opts.OnStart(first.PID)
-	}
-	go r.readStatus(statusR, br)
+	go r.readStatus(statusR, opts.OnStart)
 	return r, nil
 }
+
+// errWarmLost says a warm run never started: nobody took the request (the
+// zygote died with it queued), or the fork could not confine itself or see
+// the run's file. Nothing of the run ran, so it can start cold.
+var errWarmLost = errors.New("warm interpreter did not start the run")
 
 // boxFields is the RUN message's confinement field (see driver.py).
 type boxFields struct {
@@ -1147,15 +1167,45 @@ type warmRun struct {
 
 	termOnce sync.Once
 
+	notStarted  bool   // G never took or never started the run (errWarmLost)
+	termPending bool   // Terminate came before "started"
+	lost        func() // called when the run turns out never to have started
+
 	box       *sandbox.WarmRun // the run's cgroup and Landlock layer, or nil
 	boxReport *sandbox.Report  // what box.Finish reported
 	release   func()           // frees the zygote for its next run
+	cleanup   func(func())     // runs the cgroup's removal off the run's path
 }
 
-func (r *warmRun) readStatus(f *os.File, br *bufio.Reader) {
+func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
 	defer close(r.done)
 	defer r.finish()
 	defer f.Close()
+	br := bufio.NewReader(f)
+	var first warmEvent
+	line, err := br.ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &first) != nil || first.Kind != launcher.EventStarted {
+		r.mu.Lock()
+		r.notStarted = true
+		r.mu.Unlock()
+		if r.lost != nil {
+			r.lost()
+		}
+		return
+	}
+	r.mu.Lock()
+	r.spid = first.Supervisor
+	if fd, err := unix.PidfdOpen(r.spid, 0); err == nil {
+		r.pidfd = fd
+	}
+	term := r.termPending
+	r.mu.Unlock()
+	if onStart != nil {
+		onStart(first.PID)
+	}
+	if term {
+		r.Terminate()
+	}
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
@@ -1195,6 +1245,15 @@ func (r *warmRun) finish() {
 		}
 		rep := r.box.Finish(ev.ExitCode, ev.Signal, ev.UserSeconds+ev.SystemSeconds)
 		r.boxReport = &rep
+		// Every process of the run is reaped (S reported, or the backstop
+		// killed S's group and Close sweeps the cgroup): removing the
+		// cgroup can wait until the result is out.
+		box := r.box
+		if r.cleanup != nil {
+			r.cleanup(func() { _ = box.Close() })
+		} else {
+			_ = box.Close()
+		}
 	}
 	if r.release != nil {
 		r.release()
@@ -1204,6 +1263,13 @@ func (r *warmRun) finish() {
 // Terminate asks the supervisor to end the run: SIGTERM to the whole tree,
 // SIGKILL after the grace period; its process group is killed as a backstop.
 func (r *warmRun) Terminate() {
+	r.mu.Lock()
+	if r.spid == 0 {
+		r.termPending = true // readStatus terminates it once it has started
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
 	r.termOnce.Do(func() {
 		select {
 		case <-r.done:
@@ -1232,6 +1298,9 @@ func (r *warmRun) Done() <-chan struct{} { return r.done }
 
 func (r *warmRun) Wait() (launcher.Event, error) {
 	<-r.done
+	if r.notStarted {
+		return launcher.Event{}, errWarmLost
+	}
 	if r.startErr != nil {
 		return *r.startErr, errors.New(r.startErr.Error)
 	}

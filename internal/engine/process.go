@@ -21,8 +21,19 @@ const readChunk = 32 << 10
 // gone. Only a process that escaped the launcher could keep a pipe open.
 const drainGrace = 2 * time.Second
 
-// execute starts p through a launcher and supervises it to the end.
+// execute starts p (warm when it can) and supervises it to the end. A warm
+// start that turns out never to have run anything (errWarmLost) is started
+// again, cold.
 func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result, error) {
+	res, err := e.executeOnce(ctx, p, obs, true)
+	if errors.Is(err, errWarmLost) {
+		return e.executeOnce(ctx, p, obs, false)
+	}
+	return res, err
+}
+
+// executeOnce is one attempt of execute.
+func (e *Engine) executeOnce(ctx context.Context, p *prepared, obs Observer, warm bool) (Result, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Result{}, fmt.Errorf("stdout pipe: %w", err)
@@ -48,7 +59,7 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 		opts.OnStart = obs.Started
 	}
 	start := time.Now()
-	proc, err := e.startProcess(p, opts) // warm when it can be (pool.go)
+	proc, err := e.startProcess(p, opts, warm) // warm when it can be (pool.go)
 	// The children hold their own copies now.
 	outW.Close()
 	errW.Close()
@@ -109,6 +120,9 @@ func (e *Engine) execute(ctx context.Context, p *prepared, obs Observer) (Result
 	outR.Close()
 	errR.Close()
 
+	if errors.Is(waitErr, errWarmLost) {
+		return Result{}, waitErr
+	}
 	if p.sandbox != nil && ev.Sandbox == nil {
 		// The launcher died before it could sweep the run's cgroup.
 		_ = sandbox.Cleanup(p.sandbox.RunID)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -48,7 +49,7 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 	var choice sandbox.RunAsChoice
 	if settings.Policy != sandbox.PolicyNone {
 		// Policy none is the seeds' mode: Python runs as the server does.
-		choice, err = sandbox.ChooseRunAs(e.cfg.RunAs, cwd, append([]string{interp.Path, file, filepath.Dir(tmpDir)}, ro...))
+		choice, err = e.runAs.choose(e.cfg.RunAs, cwd, append([]string{interp.Path, file, filepath.Dir(tmpDir)}, ro...), codeDir(e.cfg.StateDir))
 		if err != nil {
 			return nil, nil, fmt.Errorf("run-as: %w", err)
 		}
@@ -75,6 +76,54 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
 	}
 	return spec, notes, nil
+}
+
+// runAsCache remembers recent run-as choices. Choosing walks every path a
+// run needs and checks the run-as user's access at each step (a third of a
+// millisecond, as much as a warm run's own confinement); consecutive runs
+// almost always need the same paths, and a permission change is seen within
+// runAsTTL.
+type runAsCache struct {
+	mu sync.Mutex
+	m  map[string]runAsEntry
+}
+
+type runAsEntry struct {
+	choice sandbox.RunAsChoice
+	at     time.Time
+}
+
+const runAsTTL = 2 * time.Second
+
+// choose is sandbox.ChooseRunAs, cached. A code file (written 0644 by the
+// server into code) counts as its directory: snippets share a choice.
+func (c *runAsCache) choose(mode, cwd string, paths []string, code string) (sandbox.RunAsChoice, error) {
+	key := make([]string, 0, len(paths)+2)
+	key = append(key, mode, cwd)
+	for _, p := range paths {
+		if filepath.Dir(p) == code {
+			p = code
+		}
+		key = append(key, p)
+	}
+	k := strings.Join(key, "\x00")
+	c.mu.Lock()
+	ent, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && time.Since(ent.at) < runAsTTL {
+		return ent.choice, nil
+	}
+	choice, err := sandbox.ChooseRunAs(mode, cwd, paths)
+	if err != nil {
+		return choice, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 256 {
+		c.m = map[string]runAsEntry{}
+	}
+	c.m[k] = runAsEntry{choice, time.Now()}
+	c.mu.Unlock()
+	return choice, nil
 }
 
 // sandboxSettings merges the request's sandbox, network and limits into the

@@ -70,6 +70,7 @@ type Info struct {
 	UV                 string               `json:"uv" jsonschema:"uv version, or 'not installed'."`
 	Limits             Limits               `json:"limits" jsonschema:"Limits every run is held to."`
 	Sandbox            SandboxInfo          `json:"sandbox" jsonschema:"Confinement every run gets, and what this kernel can enforce."`
+	Warm               *engine.WarmStats    `json:"warm,omitempty" jsonschema:"How runs started so far: warm (forked from a ready interpreter) or cold, with why runs went cold. Absent when warm interpreters are off."`
 }
 
 // SandboxInfo is the server's confinement configuration and the kernel's

@@ -125,6 +125,7 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			Limits:       cfg.Sandbox.Limits,
 			Capabilities: l.eng.Capabilities(),
 		},
+		Warm: l.eng.WarmStatsIfOn(),
 	}, nil
 }
 

@@ -199,6 +199,11 @@ func newCgroup(runID string, lim Limits) (*cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newCgroupAt(mode, mp, pp, runID, lim)
+}
+
+// newCgroupAt is newCgroup under parents already located (cgroupLocation).
+func newCgroupAt(mode, mp, pp, runID string, lim Limits) (*cgroup, error) {
 	name := cgroupPrefix + runID
 	c := &cgroup{mode: mode, fd: -1}
 	switch mode {

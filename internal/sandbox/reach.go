@@ -390,6 +390,24 @@ func ReachAvailable() bool {
 // search is tolerated when it lies strictly above a root containing path
 // (the tmpfs skeleton replaces it with a 0755 directory).
 func checkBoundAccess(cred *Credential, path string, want uint32, roots []string) error {
+	return checkBoundAccessResolved(cred, path, want, resolveAll(roots))
+}
+
+// resolveAll resolves the symlinks of each path, dropping those that do not
+// exist.
+func resolveAll(paths []string) []string {
+	var out []string
+	for _, r := range paths {
+		if rr, err := filepath.EvalSymlinks(r); err == nil {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+// checkBoundAccessResolved is checkBoundAccess with the roots already
+// resolved (resolveAll), for checking many paths against the same roots.
+func checkBoundAccessResolved(cred *Credential, path string, want uint32, realRoots []string) error {
 	if cred == nil || cred.UID == 0 {
 		return nil
 	}
@@ -398,12 +416,6 @@ func checkBoundAccess(cred *Credential, path string, want uint32, roots []string
 		return err
 	}
 	real, _ = filepath.Abs(real)
-	var realRoots []string
-	for _, r := range roots {
-		if rr, err := filepath.EvalSymlinks(r); err == nil {
-			realRoots = append(realRoots, rr)
-		}
-	}
 	replaced := func(dir string) bool {
 		for _, r := range realRoots {
 			if (real == r || under(real, r)) && under(r, dir) {

@@ -261,6 +261,15 @@ func (r *Run) runAsRoot(why string) error {
 		r.idmapUserns = -1
 	}
 	r.skipped = append(r.skipped, fmt.Sprintf("run as uid %d: ran as root without capabilities instead: %s", cred.UID, why))
+	if r.plan != nil {
+		// The plan may have left out what only the run-as user could not
+		// read (the shadow files): plan again for root.
+		plan, err := planLandlock(&r.spec, r.abi, r.plan.cfg.HandledAccessNet != 0, r.privateShm, "")
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		r.plan = plan
+	}
 	return nil
 }
 

@@ -198,8 +198,9 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 	var hidden []string
 	if ReachAvailable() {
 		roots := append([]string{workspace}, mustRead...)
+		realRoots := resolveAll(roots)
 		check = func(c *Credential, p string, want uint32) error {
-			return checkBoundAccess(c, p, want, roots)
+			return checkBoundAccessResolved(c, p, want, realRoots)
 		}
 		hidden = hiddenTops(cred, roots)
 	}

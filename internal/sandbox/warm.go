@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -31,6 +32,24 @@ import (
 // first instruction. The intersection of the zygote's layer and the run's
 // is the run's, since the zygote's grants are a superset.
 
+// Warm prepares warm runs for one server: it keeps what does not change
+// between runs (where cgroups are created) so that a run pays only for what
+// is its own.
+type Warm struct {
+	once   sync.Once
+	loc    cgroupLoc
+	locErr error
+}
+
+type cgroupLoc struct{ mode, mem, pids string }
+
+func (h *Warm) location() (cgroupLoc, error) {
+	h.once.Do(func() {
+		h.loc.mode, h.loc.mem, h.loc.pids, h.locErr = cgroupLocation()
+	})
+	return h.loc, h.locErr
+}
+
 // WarmRun is the per-run half of the confinement of a run forked from a warm
 // interpreter. Prepare it before handing the request over, give the fork
 // Files, and call Finish once the run's tree is gone.
@@ -44,14 +63,14 @@ type WarmRun struct {
 	applied []string
 }
 
-// PrepareWarm creates the run's cgroup (memory and process caps, peak
+// Prepare creates the run's cgroup (memory and process caps, peak
 // memory, kill-all) and its Landlock ruleset, and gives its tmp dir to the
 // run-as user. zygote is the warm interpreter's own started report: its
 // mechanisms are the run's too; zygotePID is its pid, through which the
 // ruleset reaches what its mount namespace mounts privately (/dev/shm). An
 // error means the run cannot be confined warm (it should start cold, which
 // reports the reason as usual).
-func PrepareWarm(spec Spec, zygote Report, zygotePID int) (*WarmRun, error) {
+func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -60,7 +79,11 @@ func PrepareWarm(spec Spec, zygote Report, zygotePID int) (*WarmRun, error) {
 	lim := w.spec.Limits
 	confine := spec.Policy != PolicyNone
 	if (lim.MemoryBytes > 0 || lim.MaxProcs > 0) && !zygote.MemoryViaRlimit && !zygoteSkippedCgroup(zygote) {
-		cg, err := newCgroup(spec.RunID, lim)
+		loc, err := h.location()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
+		}
+		cg, err := newCgroupAt(loc.mode, loc.mem, loc.pids, spec.RunID, lim)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
@@ -174,9 +197,10 @@ func (w *WarmRun) Signal(sig syscall.Signal) {
 	w.cg.signal(sig)
 }
 
-// Finish reads the cgroup's evidence once the run's tree is gone, sweeps and
-// removes the cgroup, and reports like a cold run's launcher does: the
-// zygote's mechanisms plus the run's own, and the limit exceeded.
+// Finish reads the cgroup's evidence once the run's tree is gone and reports
+// like a cold run's launcher does: the zygote's mechanisms plus the run's
+// own, and the limit exceeded. Close (which may run later, off the run's
+// path) sweeps and removes the cgroup.
 func (w *WarmRun) Finish(exitCode, signal int, cpuSeconds float64) Report {
 	rep := Report{
 		Applied: append(slices.Clone(w.zygote.Applied), w.applied...), Skipped: slices.Clone(w.zygote.Skipped),
@@ -184,7 +208,6 @@ func (w *WarmRun) Finish(exitCode, signal int, cpuSeconds float64) Report {
 	}
 	var st cgroupStats
 	if w.cg != nil {
-		w.cg.killAll()
 		st = w.cg.stats()
 		rep.PeakMemoryBytes = st.PeakMemoryBytes
 		rep.PeakProcs = st.PeakPids
@@ -194,9 +217,6 @@ func (w *WarmRun) Finish(exitCode, signal int, cpuSeconds float64) Report {
 		ws = syscall.WaitStatus(signal & 0x7f)
 	}
 	rep.LimitExceeded = classify(ws, cpuSeconds, st, w.spec.Limits)
-	if err := w.Close(); err != nil {
-		rep.CleanupError = err.Error()
-	}
 	return rep
 }
 
