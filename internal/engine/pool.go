@@ -296,16 +296,16 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 			return w.cold("warm confinement: " + err.Error())
 		}
 	}
-	r, err := z.start(p, opts, w.e.cfg.KillGrace, box, func() { w.release(z) })
-	if r != nil {
-		r.cleanup = w.background
-		r.lost = func() {
+	r, err := z.start(p, opts, w.e.cfg.KillGrace, box, warmHooks{
+		release: func() { w.release(z) },
+		cleanup: w.background,
+		lost: func() {
 			// Nothing of the run ran: it starts cold (see execute).
 			w.warmRuns.Add(^uint64(0))
 			w.cold("warm interpreter lost")
 			w.retire(z)
-		}
-	}
+		},
+	})
 	if err != nil {
 		// The zygote is gone (or going), or its fork could not confine
 		// itself: retire it and run cold; a new one starts with the next
@@ -1054,10 +1054,16 @@ func inodeOf(path string) [2]uint64 {
 	return [2]uint64{st.Dev, st.Ino}
 }
 
+// warmHooks connect a warm run to its pool.
+type warmHooks struct {
+	release func()       // frees the zygote once the run is over
+	cleanup func(func()) // runs the cgroup's removal off the run's path
+	lost    func()       // the run turned out never to have started
+}
+
 // start hands p to one of the zygote's spare runs, with box (the run's
-// cgroup and Landlock layer; nil without a sandbox). release is called once
-// the run is over and its confinement cleaned up.
-func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, box *sandbox.WarmRun, release func()) (*warmRun, error) {
+// cgroup and Landlock layer; nil without a sandbox).
+func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, box *sandbox.WarmRun, hooks warmHooks) (*warmRun, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -1104,7 +1110,7 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, 
 	// The run goes on without waiting for G's "started": that round trip
 	// (a wakeup of this process, half a millisecond on an idle VM CPU)
 	// overlaps with the run. readStatus takes it when it comes.
-	r := &warmRun{done: make(chan struct{}), grace: grace, pidfd: -1, box: box, release: release}
+	r := &warmRun{done: make(chan struct{}), grace: grace, pidfd: -1, box: box, hooks: hooks}
 	go r.readStatus(statusR, opts.OnStart)
 	return r, nil
 }
@@ -1167,14 +1173,12 @@ type warmRun struct {
 
 	termOnce sync.Once
 
-	notStarted  bool   // G never took or never started the run (errWarmLost)
-	termPending bool   // Terminate came before "started"
-	lost        func() // called when the run turns out never to have started
+	notStarted  bool // G never took or never started the run (errWarmLost)
+	termPending bool // Terminate came before "started"
 
 	box       *sandbox.WarmRun // the run's cgroup and Landlock layer, or nil
 	boxReport *sandbox.Report  // what box.Finish reported
-	release   func()           // frees the zygote for its next run
-	cleanup   func(func())     // runs the cgroup's removal off the run's path
+	hooks     warmHooks
 }
 
 func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
@@ -1188,8 +1192,8 @@ func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
 		r.mu.Lock()
 		r.notStarted = true
 		r.mu.Unlock()
-		if r.lost != nil {
-			r.lost()
+		if r.hooks.lost != nil {
+			r.hooks.lost()
 		}
 		return
 	}
@@ -1249,14 +1253,14 @@ func (r *warmRun) finish() {
 		// killed S's group and Close sweeps the cgroup): removing the
 		// cgroup can wait until the result is out.
 		box := r.box
-		if r.cleanup != nil {
-			r.cleanup(func() { _ = box.Close() })
+		if r.hooks.cleanup != nil {
+			r.hooks.cleanup(func() { _ = box.Close() })
 		} else {
 			_ = box.Close()
 		}
 	}
-	if r.release != nil {
-		r.release()
+	if r.hooks.release != nil {
+		r.hooks.release()
 	}
 }
 
