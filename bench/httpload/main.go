@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,9 +58,11 @@ func main() {
 		modes    = flag.String("modes", "python,local,remote,rest,mcp,mcp-session,mcp-mem-local,mcp-mem-remote", "modes to measure")
 		code     = flag.String("code", "print(1)", "the Python code each request runs")
 		rounds   = flag.Int("rounds", 1, "measure every cell this many times, interleaved, and report the best round (shared, noisy machines)")
+		warm     = flag.Int("warm", 2, "the in-process server's --warm (0: every run starts a fresh interpreter)")
+		dir      = flag.String("dir", "", "where the workspace and state dirs are made (default: beside pyexec's default state dir)")
 	)
 	flag.Parse()
-	if err := run(*url, *token, *levels, *requests, *maxTime, *modes, *code, max(1, *rounds)); err != nil {
+	if err := run(*url, *token, *levels, *requests, *maxTime, *modes, *code, max(1, *rounds), *warm, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "httpload:", err)
 		os.Exit(1)
 	}
@@ -73,26 +76,33 @@ type target struct {
 	setup func(clients int) ([]op, func(), error)
 }
 
-func run(url, token, levelsFlag string, requests int, maxTime time.Duration, modesFlag, code string, rounds int) error {
+func run(url, token, levelsFlag string, requests int, maxTime time.Duration, modesFlag, code string, rounds, warm int, dir string) error {
 	ctx := context.Background()
-	ws, err := os.MkdirTemp("", "httpload-ws-")
+	if dir == "" {
+		// Where a server keeps its state by default (see bench/pybench).
+		dir = filepath.Dir(engine.DefaultStateDir())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	ws, err := os.MkdirTemp(dir, "httpload-ws-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(ws)
-	state, err := os.MkdirTemp("", "httpload-state-")
+	state, err := os.MkdirTemp(dir, "httpload-state-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(state)
-	eng, err := engine.New(engine.Config{Workspace: ws, StateDir: state})
+	eng, err := engine.New(engine.Config{Workspace: ws, StateDir: state, Warm: engine.WarmConfig{Spares: warm}})
 	if err != nil {
 		return err
 	}
 	plain := executor.NewLocal(eng, "bench", 0)
 	// As in `pyexec serve` and `pyexec mcp`: the executor has jobs, so sync
 	// tool calls go through the job manager's smart-async path.
-	jobsDir, err := os.MkdirTemp("", "httpload-jobs-")
+	jobsDir, err := os.MkdirTemp(dir, "httpload-jobs-")
 	if err != nil {
 		return err
 	}

@@ -338,6 +338,9 @@ func (c *cgroup) signal(sig syscall.Signal) {
 // killAll kills every process of the run and waits (bounded) until the
 // cgroup is empty.
 func (c *cgroup) killAll() {
+	if len(c.pids()) == 0 {
+		return // the usual case: the launcher or supervisor reaped everything
+	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		c.signal(syscall.SIGKILL)
