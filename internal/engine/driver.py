@@ -92,7 +92,8 @@ def _zygote():
     # sys.path (to notice installs), then the top-level modules a run finds
     # imported (a PYTHONPATH directory must not shadow one of them).
     tops = sorted({name.partition(".")[0] for name in keep})
-    send([b"READY", b"%d" % len(sys.path)] + [os.fsencode(p) for p in sys.path] + [t.encode() for t in tops])
+    # sys.path[0] is the driver's own directory, not one a run imports from.
+    send([b"READY", b"%d" % (len(sys.path) - 1)] + [os.fsencode(p) for p in sys.path[1:]] + [t.encode() for t in tops])
 
     live = set()  # spare supervisors not taken yet
     eof = False

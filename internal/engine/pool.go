@@ -109,6 +109,10 @@ type WarmConfig struct {
 	wait bool
 	// off keeps warm interpreters off even when tests force them on.
 	off bool
+	// busyWait and shortRun replace the constants of the same names (tests).
+	busyWait, shortRun time.Duration
+	// waiting counts runs waiting for a busy key (tests watch it).
+	waiting *atomic.Int32
 }
 
 // WarmStats counts how runs were started.
@@ -173,6 +177,7 @@ type warmPool struct {
 
 	mu       sync.Mutex
 	zs       map[string][]*zygote
+	freed    chan struct{}       // closed (and replaced) whenever a zygote is released
 	grants   map[string][]string // per key: read-only paths new zygotes are granted
 	failedAt map[string]time.Time
 	closed   bool
@@ -226,7 +231,13 @@ func newWarmPool(e *Engine) *warmPool {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
-	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
+	if cfg.busyWait <= 0 {
+		cfg.busyWait = busyWait
+	}
+	if cfg.shortRun == 0 {
+		cfg.shortRun = shortRun
+	}
+	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
@@ -423,6 +434,16 @@ func (w *warmPool) zygoteGrants(paths []string) []string {
 	return out
 }
 
+// busyWait bounds how long a run waits for one of its key's warm
+// interpreters to be free before starting cold, and shortRun is how young a
+// run must be for waiting behind it to be worth it. A cold start costs as
+// much CPU as ten or more warm runs: under a burst of requests, queueing for
+// the warm interpreters (one per CPU) drains faster than starting cold.
+const (
+	busyWait = time.Second
+	shortRun = 250 * time.Millisecond
+)
+
 // maxWarmRequest keeps a request within one control message.
 const maxWarmRequest = 96 << 10
 
@@ -518,6 +539,7 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 // confined zygote it returns is reserved for p until release.
 func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 	key := warmKey(p)
+	var busyUntil time.Time
 	for attempt := 0; ; attempt++ {
 		w.mu.Lock()
 		if w.closed {
@@ -525,7 +547,7 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 			return nil, "engine closed"
 		}
 		var pick, starting *zygote
-		busy := false
+		busy, shortBusy := false, false
 		for _, z := range w.zs[key] {
 			select {
 			case <-z.ready:
@@ -538,12 +560,16 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 			}
 			if z.exclusive && z.inflight > 0 {
 				busy = true
+				shortBusy = shortBusy || time.Since(z.busySince) < w.cfg.shortRun
 				continue
 			}
 			pick = z
 			break
 		}
 		if pick != nil {
+			if pick.inflight == 0 {
+				pick.busySince = time.Now()
+			}
 			pick.inflight++
 			w.mu.Unlock()
 			reason, replaced := w.accepts(pick, p)
@@ -564,10 +590,40 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 			}
 			starting = w.startLocked(key, p)
 		}
+		freed := w.freed
 		w.mu.Unlock()
+		if starting == nil && busy {
+			// Every warm interpreter of the key is running a run. When one
+			// of those runs is short so far, one is usually free again
+			// within milliseconds, far sooner than a cold start would
+			// finish (and a cold start would take the CPU the warm runs
+			// are using): wait for one, a while. Behind long runs, start
+			// cold at once.
+			if !shortBusy {
+				return nil, "warm interpreters busy with long runs"
+			}
+			if busyUntil.IsZero() {
+				busyUntil = time.Now().Add(w.cfg.busyWait)
+			}
+			left := time.Until(busyUntil)
+			if left <= 0 {
+				return nil, "warm interpreters busy"
+			}
+			if w.cfg.waiting != nil {
+				w.cfg.waiting.Add(1)
+			}
+			t := time.NewTimer(left)
+			select {
+			case <-freed:
+			case <-t.C:
+			}
+			t.Stop()
+			if w.cfg.waiting != nil {
+				w.cfg.waiting.Add(-1)
+			}
+			continue
+		}
 		switch {
-		case starting == nil && busy:
-			return nil, "warm interpreters busy"
 		case starting == nil:
 			return nil, "warm interpreter failed"
 		case !w.cfg.wait || attempt >= 3:
@@ -631,6 +687,8 @@ func (w *warmPool) background(f func()) {
 func (w *warmPool) release(z *zygote) {
 	w.mu.Lock()
 	z.inflight--
+	close(w.freed) // wakes runs waiting for a busy key
+	w.freed = make(chan struct{})
 	w.mu.Unlock()
 }
 
@@ -844,8 +902,9 @@ type zygote struct {
 	exclusive    bool
 	homeHasLocal bool // its HOME has a .local (user site): runs must share HOME
 
-	inflight int  // runs reserved or running (warmPool.mu)
-	retired  bool // taken out of service on purpose (warmPool.mu)
+	inflight  int       // runs reserved or running (warmPool.mu)
+	busySince time.Time // when inflight last went from 0 to 1 (warmPool.mu)
+	retired   bool      // taken out of service on purpose (warmPool.mu)
 
 	lastUsed atomic.Int64
 	pid      atomic.Int64 // the zygote's python

@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -181,3 +184,57 @@ func wantLimit(limit string) func(Result) string {
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
+
+// A burst of runs waits for the key's busy warm interpreter instead of
+// starting cold (a cold start costs as much CPU as ten warm runs), unless
+// the run occupying it is long already.
+func TestWarmWaitsForBusyInterpreter(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		shortRun time.Duration
+		wantWarm uint64
+		reason   string
+	}{
+		{"short run: wait", time.Hour, 2, ""},
+		{"long run: cold at once", -1, 1, "warm interpreters busy with long runs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var waiting atomic.Int32
+			e, ws := warmEngine(t, WarmConfig{Spares: 1, PerInterpreter: 1, shortRun: tc.shortRun, busyWait: time.Hour, waiting: &waiting})
+			if e.Config().Sandbox.Policy == sandbox.PolicyNone {
+				t.Skip("only confined warm interpreters serve one run at a time")
+			}
+			obs := &warmStartObserver{started: make(chan int, 1)}
+			first := make(chan Result, 1)
+			go func() {
+				res, _ := e.Run(context.Background(), Request{Code: "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.005)\nprint('first')"}, obs)
+				first <- res
+			}()
+			<-obs.started
+			second := make(chan Result, 1)
+			go func() { second <- mustRun(t, e, Request{Code: "print('second')"}) }()
+			if tc.reason == "" {
+				for waiting.Load() == 0 { // the second run is queued behind the first
+					runtime.Gosched()
+				}
+			} else if res := <-second; res.Stdout != "second\n" {
+				t.Fatalf("second: %+v", res)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if res := <-first; res.Stdout != "first\n" {
+				t.Fatalf("first: %+v", res)
+			}
+			if tc.reason == "" {
+				if res := <-second; res.Stdout != "second\n" {
+					t.Fatalf("second: %+v", res)
+				}
+			}
+			st := e.WarmStats()
+			if st.Warm != tc.wantWarm || (tc.reason != "" && st.ColdReasons[tc.reason] != 1) {
+				t.Errorf("want %d warm runs (cold reason %q): %+v", tc.wantWarm, tc.reason, st)
+			}
+		})
+	}
+}
