@@ -11,23 +11,28 @@
 #     G. It is the per-run launcher of the warm path (a port of
 #     internal/launcher's supervise): it reaps every process of the run,
 #     kills what is left when G exits, forwards TERM to the whole tree and
-#     KILLs it after the grace period, and reports "started" and "exit" (with
-#     the tree's rusage) on the run's status pipe.
+#     KILLs it after the grace period, and reports "exit" (with the tree's
+#     rusage) on the run's status pipe, where G reported "started".
 #   G, the run: waits on the control socket for ONE request, then becomes
 #     `python -u FILE ARGS...` in CWD with ENV and the request's stdio, runs
 #     FILE as __main__ and exits like the interpreter would.
 #
-# Each pair serves exactly one run; the zygote forks a replacement as soon as
-# one is taken, so forks stay off the request's critical path.
+# Each G serves exactly one run. The zygote forks a replacement pair as soon
+# as one is taken, so forks stay off the request's critical path; for serial
+# runs (a confined zygote serves one run at a time) S instead stays and forks
+# the next G itself once the run is over: one fork per run instead of two.
 #
 # Messages (fields joined by NUL; no field contains NUL):
-#   zygote -> server, once:  READY, *sys.path    or   FAIL, message
+#   zygote -> server, once:  READY, *sys.path[1:], *modules  or  FAIL, message
 #   server -> G, per run:    RUN, cwd, file, grace_ms, box, nargs, *args, nenv, *env
 #                            with SCM_RIGHTS [stdin, stdout, stderr, status,
 #                            *cgroup files, ruleset?, *extra files]
-#                            box = "ncgroup,ruleset,flags,cpu_seconds,wipe_shm"
-#   G -> S (socketpair):     "T grace_ms wipe_shm" with SCM_RIGHTS [status];
+#                            box = "ncgroup,ruleset,flags,cpu_seconds,wipe_shm,serial"
+#   G -> S (socketpair):     "T grace_ms wipe_shm serial" with SCM_RIGHTS [status];
 #                            or E (EOF)
+#   G -> zygote (pipe):      "T<pid>\n" a spare was taken (not for serial runs),
+#                            "E<pid>\n" EOF
+#   S -> server (status):    JSON lines like internal/launcher's Event.
 #
 # Confinement. The zygote was started by the launcher under the runs'
 # sandbox (run-as user, namespaces, seccomp, rlimits, an outer Landlock
@@ -38,8 +43,6 @@
 # and exits without running anything; the server then starts the run cold.
 # With wipe_shm, S empties /dev/shm (the zygote's private one) once the run's
 # tree is gone, so the next run finds it as fresh as a cold run's.
-#   S -> zygote (pipe):      "T<pid>\n" a spare was taken, "E<pid>\n" EOF
-#   S -> server (status):    JSON lines like internal/launcher's Event.
 import sys
 
 _startup_modules = set(sys.modules)
@@ -187,9 +190,9 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
         signal.signal(s, on_term)
     signal.signal(signal.SIGALRM, on_alarm)
 
-    # One run per G. For runs with wipe_shm (a zygote serving one run at a
-    # time) S stays and forks the next G once the run is over, so that a run
-    # costs one fork instead of two; otherwise it exits after the run.
+    # One run per G. For serial runs (a zygote serving one run at a time) S
+    # stays and forks the next G once the run is over, so that a run costs
+    # one fork instead of two; otherwise it exits after the run.
     while _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree):
         pass
     os._exit(0)
@@ -199,7 +202,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     """Fork G, supervise its run to the end and report it; True when S is to
     serve another run."""
     st.clear()
-    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "wipe": False, "handover": lambda: None})
+    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "wipe": False, "serial": False, "handover": lambda: None})
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     gpid = os.fork()
     if gpid == 0:
@@ -211,8 +214,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
         _die()
     theirs.close()
     # G tells the zygote when it takes a request (so it forks the next spare
-    # right away); for a run with wipe_shm S tells it once the run is over
-    # instead (a no-op then: S itself serves the next run).
+    # right away); a serial run's S serves the next run itself.
 
     # S sleeps in wait4 through the whole run: G's handover (the status pipe
     # and the grace period) waits in the socket until S needs it, so no
@@ -234,6 +236,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             try:
                 st["grace"] = max(0.001, int(f[0]) / 1000.0)
                 st["wipe"] = f[1] == b"1"
+                st["serial"] = f[2] == b"1"
             except (ValueError, IndexError):
                 pass
         for fd in fds:
@@ -275,7 +278,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
           % (code, sig, utime, stime, maxrss * 1024))
     os.close(status)
-    return st["wipe"]
+    return st["serial"]
 
 
 def _wipe(os, top):
@@ -440,7 +443,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     for fd in fds:
         os.close(fd)
     stdin, stdout, stderr, status = high[:4]
-    ncg, has_ruleset, flags, cpu, wipe = [int(x) for x in f[4].split(b",")]
+    ncg, has_ruleset, flags, cpu, wipe, serial = [int(x) for x in f[4].split(b",")]
     cgroups = high[4:4 + ncg]
     ruleset = high[4 + ncg] if has_ruleset else -1
     extra = high[4 + ncg + has_ruleset:]
@@ -456,11 +459,11 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
         _emit(os, status, '{"kind":"error","exit_code":127,"error":%s}\n' % json.dumps("warm confinement: %s" % e))
         os._exit(0)  # S sees no handover and exits quietly; the run starts cold
     try:
-        sup.sendmsg([b"T %s %d" % (f[3], wipe)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
+        sup.sendmsg([b"T %s %d %d" % (f[3], wipe, serial)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:
         os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
     _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
-    if not wipe:
+    if not serial:
         _note(os, notify_w, b"T%d\n" % sup_pid)  # the zygote forks the next spare
     os.close(notify_w)
     sup.close()

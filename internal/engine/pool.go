@@ -48,7 +48,9 @@ import (
 // the run and reports "exit" with the tree's rusage once every process of
 // the run is reaped, as the launcher does (TERM forwarding, grace, KILL
 // sweeps included). No fork and no wakeup of S sits on the request's path:
-// the zygote forks the next spare pair while the run goes on.
+// the zygote forks the next spare pair while the run goes on, or, for a
+// confined zygote (one run at a time), S forks the next G once the run is
+// over and serves it too.
 //
 // Why a fork server and not pre-started interpreters: a pool entry started
 // from scratch costs a full interpreter start of CPU to refill, so under a
@@ -1140,7 +1142,7 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, 
 	}
 	// Fd puts the files in blocking mode, which is what the run expects.
 	fds := []int{int(stdin.Fd()), int(opts.Stdout.Fd()), int(opts.Stderr.Fd()), int(statusW.Fd())}
-	conf := boxFields{wipe: z.exclusive && z.report.PrivateShm}
+	conf := boxFields{wipe: z.exclusive && z.report.PrivateShm, serial: z.exclusive}
 	if box != nil {
 		for _, f := range box.CgroupFiles() {
 			fds = append(fds, int(f.Fd()))
@@ -1186,10 +1188,11 @@ type boxFields struct {
 	flags   uint32 // landlock_restrict_self flags
 	cpu     int64  // RLIMIT_CPU, 0 for none
 	wipe    bool   // empty /dev/shm after the run
+	serial  bool   // the zygote serves one run at a time: S stays for the next
 }
 
 func (b boxFields) String() string {
-	return fmt.Sprintf("%d,%d,%d,%d,%d", b.cgroups, b2i(b.ruleset), b.flags, b.cpu, b2i(b.wipe))
+	return fmt.Sprintf("%d,%d,%d,%d,%d,%d", b.cgroups, b2i(b.ruleset), b.flags, b.cpu, b2i(b.wipe), b2i(b.serial))
 }
 
 func b2i(b bool) int {
