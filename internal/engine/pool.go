@@ -305,10 +305,12 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 	if p.sandbox != nil {
 		var err error
 		if box, err = w.confine.Prepare(*p.sandbox, z.report, int(z.pid.Load())); err != nil {
+			// The cold start that follows reports (or fails on) the cause.
 			w.release(z)
-			return w.cold("warm confinement: " + err.Error())
+			return w.cold("warm confinement could not be prepared")
 		}
 	}
+	w.warmRuns.Add(1)
 	r, err := z.start(p, opts, w.e.cfg.KillGrace, box, warmHooks{
 		release: func() { w.release(z) },
 		cleanup: w.background,
@@ -320,9 +322,9 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		},
 	})
 	if err != nil {
-		// The zygote is gone (or going), or its fork could not confine
-		// itself: retire it and run cold; a new one starts with the next
-		// request.
+		// The request could not be sent: the zygote is gone (or going).
+		// Retire it and run cold; a new one starts with the next request.
+		w.warmRuns.Add(^uint64(0))
 		if box != nil {
 			box.Close()
 		}
@@ -330,7 +332,6 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		w.retire(z)
 		return w.cold("warm interpreter lost")
 	}
-	w.warmRuns.Add(1)
 	return r
 }
 
