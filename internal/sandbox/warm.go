@@ -185,18 +185,6 @@ func (w *WarmRun) ReleaseFiles() {
 	}
 }
 
-// Signal sends sig to every process of the run's cgroup (no-op without one).
-func (w *WarmRun) Signal(sig syscall.Signal) {
-	if w.cg == nil {
-		return
-	}
-	if sig == syscall.SIGKILL {
-		w.cg.killAll()
-		return
-	}
-	w.cg.signal(sig)
-}
-
 // Finish reads the cgroup's evidence once the run's tree is gone and reports
 // like a cold run's launcher does: the zygote's mechanisms plus the run's
 // own, and the limit exceeded. Close (which may run later, off the run's
