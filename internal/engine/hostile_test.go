@@ -64,6 +64,7 @@ func TestHostileCorpusEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 
 	listeners := hostile.NewListeners(t)
 
@@ -194,6 +195,7 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer eng.Close()
 	for _, policy := range []string{"none", "workspace", "strict"} {
 		b.Run(policy, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

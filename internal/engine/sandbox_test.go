@@ -18,6 +18,7 @@ func TestSandboxRequestsOnlyTighten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	ctx := context.Background()
 	for _, c := range []struct {
 		req   Request

@@ -34,10 +34,16 @@ func newTmpDirs(root string) *tmpDirs {
 	return t
 }
 
-// fill keeps the ready channel full.
+// fill keeps the ready channel full once runs have started (an engine that
+// never runs anything makes none).
 func (t *tmpDirs) fill() {
 	defer t.bg.Done()
 	for {
+		select {
+		case <-t.quit:
+			return
+		case <-t.wake:
+		}
 		for len(t.ready) < cap(t.ready) {
 			d, err := os.MkdirTemp(t.root, "run-")
 			if err != nil {
@@ -52,11 +58,6 @@ func (t *tmpDirs) fill() {
 				os.RemoveAll(d)
 			}
 		}
-		select {
-		case <-t.quit:
-			return
-		case <-t.wake:
-		}
 	}
 }
 
@@ -67,18 +68,23 @@ func (t *tmpDirs) get() (string, error) {
 		t.mu.Lock()
 		delete(t.spare, d)
 		t.mu.Unlock()
-		select {
-		case t.wake <- struct{}{}:
-		default:
-		}
+		t.refill()
 		return d, nil
 	default:
 	}
+	t.refill()
 	d, err := os.MkdirTemp(t.root, "run-")
 	if err != nil {
 		return "", fmt.Errorf("create run temp dir: %w", err)
 	}
 	return d, nil
+}
+
+func (t *tmpDirs) refill() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
 }
 
 // remove deletes a run's temp dir in the background.

@@ -15,6 +15,7 @@ func newTestLocal(t *testing.T) *Local {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	return NewLocal(eng, "test", 2)
 }
 

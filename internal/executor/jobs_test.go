@@ -28,6 +28,7 @@ func openJobs(t *testing.T, cfg engine.Config, jc jobs.Config) *LocalJobs {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	jc.StateDir = eng.Config().StateDir
 	lj, err := OpenLocalJobs(context.Background(), NewLocal(eng, "test", 2), jc)
 	if err != nil {

@@ -21,6 +21,7 @@ func TestBatchRejectsBadShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	l := NewLocal(eng, "test", 2)
 	many := make([]engine.Request, MaxBatch+1)
 	tests := []struct {
@@ -51,6 +52,7 @@ func TestBatchHonoursWorkerCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	l := NewLocal(eng, "test", 1)
 	code := "import os, sys\nd = os.getcwd()\nbusy = os.path.join(d, 'busy')\nif os.path.exists(busy): sys.exit(9)\nopen(busy, 'w').close()\nimport time; time.sleep(0.05)\nos.remove(busy)\n"
 	var reqs []engine.Request

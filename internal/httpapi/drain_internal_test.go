@@ -17,6 +17,7 @@ func TestDrainingAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	s, err := NewServer(Options{Executor: executor.NewLocal(eng, "test", 1)})
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ func (f fixture) local(t *testing.T, mutate func(*engine.Config)) *executor.Loca
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	return executor.NewLocal(eng, testVersion, 4)
 }
 

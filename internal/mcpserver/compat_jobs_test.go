@@ -27,6 +27,7 @@ func connectJobs(t *testing.T, budget time.Duration, toolsets string) (*mcp.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	lj, err := executor.OpenLocalJobs(context.Background(), executor.NewLocal(eng, "test", 4), jobs.Config{StateDir: state})
 	if err != nil {
 		t.Fatal(err)

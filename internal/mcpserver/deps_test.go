@@ -32,6 +32,7 @@ func TestRunPythonWithDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
+	t.Cleanup(func() { eng.Close() })
 	srv := New(executor.NewLocal(eng, "test", 2), Options{Version: "test"})
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()

@@ -30,6 +30,7 @@ func newJobHarness(t testing.TB, budget time.Duration) *jobHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	lj, err := executor.OpenLocalJobs(context.Background(), executor.NewLocal(eng, "test", 4), jobs.Config{StateDir: eng.Config().StateDir})
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	return connect(t, executor.NewLocal(eng, "test", 4), eng.Config().Workspace)
 }
 
@@ -136,6 +137,7 @@ func TestToolsAndSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	store, err := scripts.Open(state, scripts.Options{})
 	if err != nil {
 		t.Fatal(err)

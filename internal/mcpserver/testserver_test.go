@@ -28,6 +28,7 @@ func connectWithStore(t *testing.T, s testServer) (*mcp.ClientSession, *scripts.
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
 	store, err := scripts.Open(state, scripts.Options{})
 	if err != nil {
 		t.Fatal(err)

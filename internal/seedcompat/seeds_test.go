@@ -92,6 +92,7 @@ func TestSeedExamplesInMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { eng.Close() })
 		store, err := scripts.Open(state, scripts.Options{})
 		if err != nil {
 			t.Fatal(err)
