@@ -385,14 +385,6 @@ func ReachAvailable() bool {
 	return reachProbe.ok
 }
 
-// checkBoundAccess is CheckAccess for a run whose needed paths (roots) are
-// bound back below hidden ancestors: an ancestor of path that cred cannot
-// search is tolerated when it lies strictly above a root containing path
-// (the tmpfs skeleton replaces it with a 0755 directory).
-func checkBoundAccess(cred *Credential, path string, want uint32, roots []string) error {
-	return checkBoundAccessResolved(cred, path, want, resolveAll(roots))
-}
-
 // resolveAll resolves the symlinks of each path, dropping those that do not
 // exist.
 func resolveAll(paths []string) []string {
@@ -405,9 +397,13 @@ func resolveAll(paths []string) []string {
 	return out
 }
 
-// checkBoundAccessResolved is checkBoundAccess with the roots already
-// resolved (resolveAll), for checking many paths against the same roots.
-func checkBoundAccessResolved(cred *Credential, path string, want uint32, realRoots []string) error {
+// checkBoundAccess is CheckAccess for a run whose needed paths are bound
+// back below hidden ancestors: an ancestor of path that cred cannot search
+// is tolerated when it lies strictly above a root containing path (the
+// tmpfs skeleton replaces it with a 0755 directory). realRoots are those
+// paths resolved once (resolveAll), since many paths are checked against
+// the same roots.
+func checkBoundAccess(cred *Credential, path string, want uint32, realRoots []string) error {
 	if cred == nil || cred.UID == 0 {
 		return nil
 	}

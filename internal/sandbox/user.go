@@ -200,7 +200,7 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 		roots := append([]string{workspace}, mustRead...)
 		realRoots := resolveAll(roots)
 		check = func(c *Credential, p string, want uint32) error {
-			return checkBoundAccessResolved(c, p, want, realRoots)
+			return checkBoundAccess(c, p, want, realRoots)
 		}
 		hidden = hiddenTops(cred, roots)
 	}
