@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // build makes p's env under the key's exclusive lock: another process that
@@ -29,7 +27,7 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 		return "", err
 	}
 	defer l.close()
-	if err := l.lock(ctx, unix.LOCK_EX); err != nil {
+	if err := l.lock(ctx, lockEx); err != nil {
 		return "", fmt.Errorf("environment build: %w", err)
 	}
 	if _, err := os.Stat(m.layout.manifest(p.key)); err == nil {
@@ -64,7 +62,7 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 				return "", err
 			}
 			defer nl.close()
-			if err := nl.lock(ctx, unix.LOCK_EX); err != nil {
+			if err := nl.lock(ctx, lockEx); err != nil {
 				return "", fmt.Errorf("environment build: %w", err)
 			}
 			key = after.key

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Strategies an Env reports as the run's execution_strategy.
@@ -335,7 +333,7 @@ func (m *Manager) acquire(p plan) (Env, func(), error) {
 	if err != nil {
 		return Env{}, nil, err
 	}
-	ok, err := l.tryLock(unix.LOCK_SH)
+	ok, err := l.tryLock(lockSh)
 	if err != nil || !ok { // building or being evicted: join the build path
 		l.close()
 		if err != nil {

@@ -1,0 +1,21 @@
+//go:build !windows
+
+package uvenv
+
+import (
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// killTreeOnCancel puts cmd (uv) in a process group of its own and kills
+// the whole group when its context ends: uv does not forward SIGKILL to the
+// interpreters it starts.
+func killTreeOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+}
+
+// lowerPriority makes a background job (sealing an env) yield to runs.
+func lowerPriority(pid int) { _ = unix.Setpriority(unix.PRIO_PROCESS, pid, 10) }
