@@ -3,13 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -170,7 +169,7 @@ time.sleep(600)
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		waitFor(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+		waitFor(t, func() bool { return proc.Gone(pid) })
 	}
 }
 
