@@ -20,6 +20,10 @@ import (
 type tree struct {
 	job    windows.Handle
 	limits sandbox.Limits
+	// noExtra: Windows cannot hand a child inherited descriptors beyond
+	// the standard streams, so the run gets none (job progress reports,
+	// which use one, are unavailable there).
+	noExtra bool
 }
 
 // jobAccounting is JOBOBJECT_BASIC_ACCOUNTING_INFORMATION.
@@ -39,7 +43,8 @@ func newTree(cmd *exec.Cmd, limits sandbox.Limits) (*tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create job object: %w", err)
 	}
-	t := &tree{job: job, limits: limits}
+	t := &tree{job: job, limits: limits, noExtra: len(cmd.ExtraFiles) > 0}
+	cmd.ExtraFiles = nil
 	var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
 	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
 	if limits.MemoryBytes > 0 {
@@ -76,7 +81,11 @@ func (t *tree) started(p *os.Process) (applied, skipped []string, err error) {
 	if t.limits.MaxProcs > 0 {
 		applied = append(applied, "job process limit")
 	}
-	return applied, []string{"file size, open files and CPU time limits on windows"}, nil
+	skipped = []string{"file size, open files and CPU time limits on windows"}
+	if t.noExtra {
+		skipped = append(skipped, "extra descriptors for the run (job progress reports) on windows")
+	}
+	return applied, skipped, nil
 }
 
 // terminate: Windows has no SIGTERM to send a console-less tree, so the

@@ -130,7 +130,7 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 	if _, err := m.uv.run(ctx, tmpRoot, nil, nil, "venv", "--relocatable", "--no-config", "--python", p.python, venv); err != nil {
 		return Manifest{}, err
 	}
-	python := filepath.Join(venv, "bin", "python")
+	python := VenvPython(venv)
 	idx := p.index.args()
 
 	if p.strategy == StrategyProject {

@@ -351,7 +351,7 @@ func (m *Manager) acquire(p plan) (Env, func(), error) {
 		return Env{}, nil, fmt.Errorf("environment %s: %w", p.key, err)
 	}
 	dir := m.layout.env(p.key)
-	python := filepath.Join(dir, "bin", "python")
+	python := VenvPython(dir)
 	if _, err := os.Stat(python); err != nil {
 		l.close()
 		return Env{}, nil, fmt.Errorf("environment %s is broken (its python is gone; was the base interpreter %s removed?): %w", p.key, man.BasePython, err)

@@ -4,6 +4,7 @@ package uvenv
 
 import (
 	"os/exec"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,3 +20,6 @@ func killTreeOnCancel(cmd *exec.Cmd) {
 
 // lowerPriority makes a background job (sealing an env) yield to runs.
 func lowerPriority(pid int) { _ = unix.Setpriority(unix.PRIO_PROCESS, pid, 10) }
+
+// VenvPython is the interpreter of the virtual environment at dir.
+func VenvPython(dir string) string { return filepath.Join(dir, "bin", "python") }

@@ -2,6 +2,7 @@ package uvenv
 
 import (
 	"os/exec"
+	"path/filepath"
 
 	"golang.org/x/sys/windows"
 )
@@ -19,3 +20,6 @@ func lowerPriority(pid int) {
 	defer windows.CloseHandle(h)
 	_ = windows.SetPriorityClass(h, windows.BELOW_NORMAL_PRIORITY_CLASS)
 }
+
+// VenvPython is the interpreter of the virtual environment at dir.
+func VenvPython(dir string) string { return filepath.Join(dir, "Scripts", "python.exe") }

@@ -83,7 +83,7 @@ func (m *Manager) seal(ctx context.Context, key string) error {
 	if len(sites) > 0 {
 		// One worker at low priority: the first runs of this env are
 		// probably going on right now and should get the CPU.
-		cmd := exec.CommandContext(ctx, filepath.Join(dir, "bin", "python"), append([]string{"-I", "-m", "compileall", "-q", "-j", "1"}, sites...)...)
+		cmd := exec.CommandContext(ctx, VenvPython(dir), append([]string{"-I", "-m", "compileall", "-q", "-j", "1"}, sites...)...)
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("seal %s: compile bytecode: %w", key, err)
 		}
