@@ -43,39 +43,6 @@ func Detect() Capabilities {
 	return c
 }
 
-// ErrUnconfinable is why a confining policy is refused off Linux.
-var ErrUnconfinable = errors.New("confinement needs Linux")
-
-// unenforceable explains, for spec, what this platform cannot do.
-func unenforceable(spec Spec) error {
-	var what []string
-	if spec.Policy != PolicyNone && spec.Policy != "" {
-		what = append(what, fmt.Sprintf("sandbox policy %q (Landlock, namespaces, seccomp)", spec.Policy))
-	}
-	if spec.EffectiveNetwork() == NetworkDeny {
-		what = append(what, "network deny (a network namespace)")
-	}
-	if len(what) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s cannot be enforced on %s. Start pyexec with --sandbox none to run without confinement (the code runs with your user's rights, only the timeout and tree kill apply), or run pyexec in its container image, where the Linux sandbox works",
-		ErrUnconfinable, joinAnd(what), runtime.GOOS)
-}
-
-func joinAnd(s []string) string {
-	switch len(s) {
-	case 0:
-		return ""
-	case 1:
-		return s[0]
-	}
-	out := s[0]
-	for _, x := range s[1 : len(s)-1] {
-		out += ", " + x
-	}
-	return out + " and " + s[len(s)-1]
-}
-
 // Run is a run's sandbox decision off Linux: nothing to apply, only what
 // to report.
 type Run struct{ rep Report }
@@ -85,7 +52,7 @@ type Run struct{ rep Report }
 // result). Resource limits are the launcher's to apply where it can (a Job
 // Object on Windows); Skipped names the ones it cannot.
 func Prepare(spec Spec) (*Run, error) {
-	if err := unenforceable(spec); err != nil {
+	if err := unenforceable(spec, runtime.GOOS); err != nil {
 		if !spec.BestEffort {
 			return nil, err
 		}
