@@ -10,7 +10,7 @@ LDFLAGS ?= -X github.com/pyexec/pyexec/internal/buildinfo.commit=$(COMMIT)
 TARGETS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 
-.PHONY: build run test deps vet conformance cross release-snapshot
+.PHONY: build run test deps vet conformance cross release-snapshot mcpb packaging-check image
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pyexec
@@ -43,6 +43,21 @@ cross:
 # and without publishing (GoReleaser from the Go module proxy).
 release-snapshot:
 	$(GORELEASER) release --snapshot --clean
+
+# MCP Bundles (.mcpb) for every release target into dist/mcpb/ (npm's
+# @anthropic-ai/mcpb CLI: validate, then pack).
+mcpb:
+	bash scripts/mcpb.sh
+
+# server.json against the MCP registry schema, the bundle manifest, and the
+# systemd unit (systemd-analyze verify).
+packaging-check:
+	bash scripts/check-packaging.sh
+
+# The container image, built with podman from Debian packages where no
+# image registry is reachable, and its MCP smoke test.
+image:
+	bash scripts/container-image.sh
 
 # The official MCP conformance suite against `pyexec serve`'s /mcp (needs npm).
 conformance:
