@@ -63,6 +63,9 @@ func TestAuditPageInChromium(t *testing.T) {
 	if r := do(t, "POST", ts.URL+"/v1/run", map[string]any{"code": "print('audited run 42')"}, bearer...); r.status != 200 {
 		t.Fatalf("run: %d %s", r.status, r.body)
 	}
+	if r := do(t, "POST", ts.URL+"/v1/run", map[string]any{"code": "import sys\nprint('giving up', file=sys.stderr)\nsys.exit(3)"}, bearer...); r.status != 200 {
+		t.Fatalf("failing run: %d %s", r.status, r.body)
+	}
 	g := gate.Path(t)
 	code := fmt.Sprintf("import os, time\nprint('tail line 1', flush=True)\nwhile not os.path.exists(%q):\n    time.sleep(0.02)\nprint('tail line 2: the end')\n", g)
 	var started struct {

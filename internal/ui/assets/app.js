@@ -167,7 +167,7 @@ function showJobStatus(j, live) {
   const parts = [];
   if (j.exit_code !== undefined && j.exit_code !== null) parts.push("exit " + j.exit_code);
   if (j.run) parts.push(secs(j.run.elapsed_seconds), j.run.python_version_used ? "Python " + j.run.python_version_used : "", bytes(j.run.peak_memory_bytes) ? "peak " + bytes(j.run.peak_memory_bytes) : "", j.run.sandbox || "");
-  if (j.progress) parts.push("progress " + j.progress.current + (j.progress.total ? "/" + j.progress.total : "") + (j.progress.message ? " " + j.progress.message : ""));
+  if (j.progress && (j.progress.current || j.progress.total || j.progress.message)) parts.push("progress " + j.progress.current + (j.progress.total ? "/" + j.progress.total : "") + (j.progress.message ? " " + j.progress.message : ""));
   if (j.phase) parts.push(j.phase);
   if (j.error) parts.push(j.error);
   $("#job-meta").textContent = parts.filter(Boolean).join(" · ");
