@@ -42,7 +42,8 @@ cross:
 # Release archives and checksums for every target into dist/, without a tag
 # and without publishing (GoReleaser from the Go module proxy).
 release-snapshot:
-	$(GORELEASER) release --snapshot --clean
+	PYEXEC_COMMIT=$(COMMIT) PYEXEC_SHORT_COMMIT=$$(git rev-parse --short=12 HEAD) PYEXEC_COMMIT_DATE=$$(git log -1 --format=%cI) \
+		$(GORELEASER) release --snapshot --clean
 
 # MCP Bundles (.mcpb) for every release target into dist/mcpb/ (npm's
 # @anthropic-ai/mcpb CLI: validate, then pack).
