@@ -99,7 +99,13 @@ func (l *Local) Envs(ctx context.Context) (EnvList, error) {
 // CreateEnv implements EnvExecutor.
 func (l *Local) CreateEnv(ctx context.Context, req EnvCreateRequest, progress ProgressFunc) (EnvInfo, error) {
 	var c counter
-	stop := c.heartbeat(progress, nil)
+	stop := c.heartbeat(progress, func(p *Progress) {
+		step := "resolving"
+		if s := c.envStep.Load(); s != nil {
+			step = *s
+		}
+		p.Message = fmt.Sprintf("%.1fs, building environment %q: %s", p.ElapsedSeconds, req.Name, step)
+	})
 	defer stop()
 	rec, err := l.eng.CreateNamedEnv(ctx, req.Name, engine.EnvSpec{Dependencies: req.Dependencies, PythonVersion: req.PythonVersion}, &c)
 	if err != nil {
