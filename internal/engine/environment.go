@@ -115,7 +115,7 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 		Requirements:   append(append([]string(nil), meta.Dependencies...), req.Dependencies...),
 		RequiresPython: meta.RequiresPython,
 	}
-	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects {
+	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects && !req.NoProject {
 		start := cwd
 		if req.ScriptPath != "" {
 			start = filepath.Dir(file)

@@ -33,8 +33,11 @@ type Result struct {
 	Imports []string // every top-level module imported, in order
 	Missing []string // imported modules the interpreter cannot import
 	// Added are the distributions to install for Missing, minus those the
-	// request already declares.
+	// request already declares. Empty when the script has a PEP 723 block:
+	// it declares its dependencies itself.
 	Added []string
+	// Metadata: the script has a PEP 723 block.
+	Metadata bool
 }
 
 // Infer scans the source of req (inline code, or its script_path read
@@ -57,9 +60,10 @@ func Infer(ctx context.Context, ex executor.Executor, req engine.Request, declar
 		return Result{}, err
 	}
 	var out struct {
-		Imports []string `json:"imports"`
-		Missing []string `json:"missing"`
-		Error   string   `json:"error"`
+		Imports  []string `json:"imports"`
+		Missing  []string `json:"missing"`
+		Metadata bool     `json:"metadata"`
+		Error    string   `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &out); err != nil {
 		return Result{}, fmt.Errorf("auto_parse_imports: the import scan failed (exit code %d): %s", res.ExitCode, lastLine(res.Stderr))
@@ -71,7 +75,10 @@ func Infer(ctx context.Context, ex executor.Executor, req engine.Request, declar
 		}
 		return Result{}, &engine.RequestError{Field: field, Message: "auto_parse_imports: " + out.Error + " (pass auto_parse_imports: false to skip the scan)"}
 	}
-	r := Result{Imports: out.Imports, Missing: out.Missing}
+	r := Result{Imports: out.Imports, Missing: out.Missing, Metadata: out.Metadata}
+	if r.Metadata {
+		return r, nil
+	}
 	have := map[string]bool{}
 	for _, d := range declared {
 		have[normalize(requirementName(d))] = true

@@ -97,6 +97,12 @@ func TestInfer(t *testing.T) {
 		t.Fatalf("script in sub: %+v %v", r, err)
 	}
 
+	// A PEP 723 block declares the dependencies: nothing is added.
+	r, err = Infer(ctx, ex, engine.Request{Code: "# /// script\n# dependencies = []\n# ///\nimport numpy\n"}, nil)
+	if err != nil || !r.Metadata || len(r.Added) != 0 {
+		t.Fatalf("with a PEP 723 block: %+v %v", r, err)
+	}
+
 	// Code that does not parse is a request error naming the field.
 	_, err = Infer(ctx, ex, engine.Request{Code: "import (\n"}, nil)
 	var re *engine.RequestError

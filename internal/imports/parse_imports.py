@@ -5,14 +5,15 @@ as the run user), with the interpreter the script itself will use. The
 script's source is never executed: it is parsed with ast. The source is the
 file named in argv[1] (read here, inside the sandbox) or stdin. argv[2] is a
 directory to search for local modules besides the script's own (the run's
-cwd). One JSON object is printed: {"imports": [...], "missing": [...]} or
-{"error": "..."}.
+cwd). One JSON object is printed: {"imports": [...], "missing": [...],
+"metadata": whether it has a PEP 723 block} or {"error": "..."}.
 """
 
 import ast
 import importlib.util
 import json
 import os
+import re
 import sys
 
 
@@ -77,7 +78,9 @@ def main():
         except (ImportError, ValueError):
             pass
         missing.append(name)
-    print(json.dumps({"imports": imports, "missing": missing}))
+    # A PEP 723 block declares the script's dependencies itself.
+    metadata = re.search(rb"(?m)^# /{3} script\s*$", source) is not None
+    print(json.dumps({"imports": imports, "missing": missing, "metadata": metadata}))
 
 
 main()
