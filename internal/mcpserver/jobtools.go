@@ -115,6 +115,8 @@ type jobTools struct {
 	mu      sync.Mutex
 	subs    map[string]int    // subscribed resource URI -> subscriptions
 	watches map[string]*watch // job id -> forwarder of its change events
+
+	cursors statusCursors // py_job_status's incremental reads (compat_real.go)
 }
 
 // watch forwards one job's change events while any of its URIs is subscribed.
