@@ -41,7 +41,7 @@ type PyScriptFields struct {
 	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty" jsonschema:"Timeout in seconds (default 300); 0 means no limit, which pyexec caps at the server's maximum."`
 	EnvVars        map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables to set (override env_file)."`
 	EnvFile        string            `json:"env_file,omitempty" jsonschema:"Path of a .env file (python-dotenv format) inside the workspace, loaded before env_vars."`
-	AsyncMode      bool              `json:"async_mode,omitempty" jsonschema:"Start the run as a background job and return its job_id at once."`
+	AsyncMode      bool              `json:"async_mode,omitempty" jsonschema:"Start the run as a background job and return its job_id at once (default false)."`
 	JobLabel       string            `json:"job_label,omitempty" jsonschema:"Label for the background job (with async_mode or a smart-async switch)."`
 }
 
@@ -99,10 +99,10 @@ type PyRunWithDepsOutput struct {
 	Note                 string   `json:"note,omitempty" jsonschema:"What pyexec did differently from the seed, when it did."`
 }
 
-// PyBenchmarkOutput is BenchmarkResult.
+// PyBenchmarkOutput is BenchmarkResult (its note also says what pyexec
+// did differently from the seed's defaults, when it did).
 type PyBenchmarkOutput struct {
 	BenchmarkScriptOutput
-	Note string `json:"note_defaults,omitempty" jsonschema:"What pyexec did differently from the seed's defaults, when it did."`
 }
 
 // PyCleanupJobsInput is the input of py_cleanup_jobs.
@@ -136,7 +136,7 @@ type PyRunSavedScriptInput struct {
 	TimeoutSeconds  *float64          `json:"timeout_seconds,omitempty" jsonschema:"Timeout in seconds (default 300); 0 means no limit (capped at the server's maximum)."`
 	EnvVars         map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables to set (override env_file)."`
 	EnvFile         string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace, loaded before env_vars."`
-	AsyncMode       bool              `json:"async_mode,omitempty" jsonschema:"Start the run as a background job and return its job_id at once."`
+	AsyncMode       bool              `json:"async_mode,omitempty" jsonschema:"Start the run as a background job and return its job_id at once (default false)."`
 	JobLabel        string            `json:"job_label,omitempty" jsonschema:"Label for the background job."`
 	AutoInstallDeps *bool             `json:"auto_install_deps,omitempty" jsonschema:"Default true: install what the script's PEP 723 header declares and, without one, the packages its imports need."`
 	Rendering
@@ -290,13 +290,11 @@ func (t *tools) pyBenchmarkScript(ctx context.Context, req *mcp.CallToolRequest,
 	if err != nil {
 		return nil, PyBenchmarkOutput{}, err
 	}
-	pout := PyBenchmarkOutput{BenchmarkScriptOutput: out, Note: note}
-	if !in.Rendering.markdown() {
-		res = render(in.Rendering, pout, nil)
-	} else if note != "" {
-		res = render(in.Rendering, pout, func() string { return renderBenchmark(out.BenchmarkResult) + "\nnote: " + note + "\n" })
+	if note != "" {
+		out.Note = joinNotes(out.Note, note)
+		res = render(in.Rendering, out, func() string { return renderBenchmark(out.BenchmarkResult) })
 	}
-	return res, pout, nil
+	return res, PyBenchmarkOutput{BenchmarkScriptOutput: out}, nil
 }
 
 func (t *tools) pyCleanupJobs(ctx context.Context, _ *mcp.CallToolRequest, in PyCleanupJobsInput) (*mcp.CallToolResult, map[string]int, error) {
