@@ -379,4 +379,3 @@ func readStream(t *testing.T, cs *mcp.ClientSession, id string) string {
 	}
 	return r.Contents[0].Text
 }
-
