@@ -198,7 +198,7 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 			Message: fmt.Sprintf("Started background job %s (%s). Follow it with get_job(job_id=%q, wait=30); stop it with cancel_job.", j.ID, j.Status, j.ID)}}
 		return render(in.Rendering, out, func() string { return "**" + out.Message + "**\n" }), out, nil
 	}
-	o, err := jt.ex.RunOrHandoff(ctx, in.Request, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel}, progressTo(ctx, req))
+	o, err := jt.ex.RunOrHandoff(ctx, in.Request, taskSyncOptions(ctx, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel}), progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
