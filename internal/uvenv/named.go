@@ -238,6 +238,18 @@ func (m *Manager) DeleteNamed(ctx context.Context, name string) (DeleteResult, e
 		size = man.SizeBytes
 	}
 	removed, err := m.remove(rec.Key)
+	// A run that has just ended gives its env back a moment after its
+	// result is out, and a new env is being sealed (bytecode compiled, under
+	// a shared lock) for a while after its build: wait for those before
+	// keeping the files.
+	for wait := 0; err == nil && !removed && m.exists(rec.Key) && (wait < 40 || (m.isSealing(rec.Key) && wait < 1200)); wait++ {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		removed, err = m.remove(rec.Key)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -249,6 +261,17 @@ func (m *Manager) DeleteNamed(ctx context.Context, name string) (DeleteResult, e
 	}
 	res.Removed, res.FreedBytes = true, size
 	return res, nil
+}
+
+func (m *Manager) isSealing(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sealing[key]
+}
+
+func (m *Manager) exists(key string) bool {
+	_, err := os.Stat(m.layout.env(key))
+	return err == nil
 }
 
 // namesOf lists the names bound to key.
