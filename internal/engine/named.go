@@ -16,6 +16,10 @@ import (
 // created with, so a request naming one may not also ask for dependencies
 // or an interpreter (the error names the field), and the script's PEP 723
 // block and any project around it are not used.
+//
+// Sessions, when they land, take env like any run: their creation settings
+// are a Request, and the engine that starts the session process resolves
+// req.Env here as it does for runs.
 
 // checkNamedEnv rejects what cannot be combined with env.
 func checkNamedEnv(req *Request) error {
