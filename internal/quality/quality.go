@@ -61,7 +61,8 @@ type Runner struct {
 	eng  *engine.Engine
 	ruff string // operator's ruff binary, or "" for the tool environment
 
-	mu sync.Mutex // serialises installing the tool environment
+	mu      sync.Mutex // serialises installing the tool environment
+	version string     // the ruff version, once known
 }
 
 // New returns a Runner. ruff, when set, is a ruff binary to use instead of
@@ -145,6 +146,7 @@ type report struct {
 type driverOptions struct {
 	Mode       string   `json:"mode"`
 	Ruff       string   `json:"ruff,omitempty"`
+	Version    string   `json:"version,omitempty"`
 	Path       string   `json:"path,omitempty"`
 	Name       string   `json:"name"`
 	Label      string   `json:"label"`
@@ -257,11 +259,15 @@ func (r *Runner) run(ctx context.Context, src Source, opts driverOptions) (repor
 		opts.Ruff = r.ruff
 		x.ReadOnly = []string{r.ruff}
 	} else {
-		if err := r.ensureRuff(ctx); err != nil {
+		bin, err := r.ensureRuff(ctx)
+		if err != nil {
 			return report{}, "", err
 		}
-		req.Env = ToolEnv
+		req.Env, opts.Ruff = ToolEnv, bin
 	}
+	r.mu.Lock()
+	opts.Version = r.version
+	r.mu.Unlock()
 	arg, err := json.Marshal(opts)
 	if err != nil {
 		return report{}, "", err
@@ -297,6 +303,11 @@ func (r *Runner) run(ctx context.Context, src Source, opts driverOptions) (repor
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return report{}, "", fmt.Errorf("ruff: no report from the driver (exit code %d, timed out %t): %s", res.ExitCode, res.TimedOut, tail(res.Stderr))
 	}
+	if rep.RuffVersion != "" {
+		r.mu.Lock()
+		r.version = rep.RuffVersion
+		r.mu.Unlock()
+	}
 	if rep.Error != "" {
 		field := "code"
 		if src.ScriptPath != "" {
@@ -308,26 +319,33 @@ func (r *Runner) run(ctx context.Context, src Source, opts driverOptions) (repor
 }
 
 // ensureRuff installs ruff into the tool environment unless it is there at
-// the pinned version.
-func (r *Runner) ensureRuff(ctx context.Context) error {
+// the pinned version, and returns the path of its ruff binary.
+func (r *Runner) ensureRuff(ctx context.Context) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	want := "ruff==" + RuffVersion
-	rec, err := r.eng.Environments().Named(ToolEnv)
-	if err == nil && len(rec.Requirements) == 1 && rec.Requirements[0] == want {
-		return nil
-	}
+	m := r.eng.Environments()
+	rec, err := m.Named(ToolEnv)
 	if err != nil && !errors.Is(err, uvenv.ErrNoNamedEnv) {
-		return fmt.Errorf("ruff: %w", err)
+		return "", fmt.Errorf("ruff: %w", err)
 	}
-	_, err = r.eng.CreateNamedEnv(ctx, ToolEnv, engine.EnvSpec{Dependencies: []string{want}, Tool: "ruff " + RuffVersion, Replace: true}, nil)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("ruff: %w", ctx.Err())
+	if err != nil || len(rec.Requirements) != 1 || rec.Requirements[0] != want {
+		if _, err := r.eng.CreateNamedEnv(ctx, ToolEnv, engine.EnvSpec{Dependencies: []string{want}, Tool: "ruff " + RuffVersion, Replace: true}, nil); err != nil {
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("ruff: %w", ctx.Err())
+			}
+			return "", fmt.Errorf("ruff %s is not installed and could not be installed with uv (%v); install ruff yourself and start pyexec with --ruff /path/to/ruff", RuffVersion, err)
 		}
-		return fmt.Errorf("ruff %s is not installed and could not be installed with uv (%v); install ruff yourself and start pyexec with --ruff /path/to/ruff", RuffVersion, err)
 	}
-	return nil
+	// The env's own ruff: the run in env ToolEnv can read it, and the
+	// driver need not look for it (importing ruff costs a sysconfig import).
+	env, release, err := m.EnsureNamed(ctx, ToolEnv, nil)
+	if err != nil {
+		return "", fmt.Errorf("ruff: %w", err)
+	}
+	release()
+	r.version = "ruff " + RuffVersion
+	return filepath.Join(env.Dir, "bin", "ruff"), nil
 }
 
 func relTo(root, path string) string {

@@ -250,3 +250,28 @@ func isField(err error, field string) bool {
 	var re *engine.RequestError
 	return errors.As(err, &re) && re.Field == field
 }
+
+// BenchmarkFormat is one format_code of a small snippet once ruff is
+// installed: a confined run of the driver plus ruff itself.
+func BenchmarkFormat(b *testing.B) {
+	b.Setenv("UV_CACHE_DIR", realpkg.CacheDir(b))
+	eng, err := engine.New(engine.Config{Workspace: b.TempDir(), StateDir: b.TempDir(), Warm: engine.WarmConfig{Spares: 2}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	r := New(eng, "")
+	if _, err := r.Format(context.Background(), FormatRequest{Source: Source{Code: messy}}); err != nil {
+		b.Skip(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := r.Format(context.Background(), FormatRequest{Source: Source{Code: messy}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if st := eng.WarmStatsIfOn(); st != nil {
+		b.Logf("warm %d, cold %d, cold reasons %v", st.Warm, st.Cold, st.ColdReasons)
+	}
+}

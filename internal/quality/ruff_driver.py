@@ -19,7 +19,7 @@ import sys
 def ruff_binary(opts):
     if opts.get("ruff"):
         return opts["ruff"]
-    from ruff.__main__ import find_ruff_bin
+    from ruff.__main__ import find_ruff_bin  # slow (sysconfig): the server passes the path
 
     return find_ruff_bin()
 
@@ -91,8 +91,10 @@ def work(opts):
         text = source.decode("utf-8")
     except UnicodeDecodeError as e:
         return {"error": "the source is not UTF-8: %s" % e}
-    rc, version, err = run([ruff, "--version"], b"")
-    result = {"ruff_version": version.decode().strip() if rc == 0 else ""}
+    result = {"ruff_version": opts.get("version") or ""}
+    if not result["ruff_version"]:
+        rc, version, err = run([ruff, "--version"], b"")
+        result["ruff_version"] = version.decode().strip() if rc == 0 else ""
     common = ["--no-cache", "--stdin-filename", opts["name"]]
     if opts.get("isolated"):
         common.append("--isolated")
