@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -420,4 +421,49 @@ func TestMCPBBundle(t *testing.T) {
 	cmd := exec.Command(expand(m.Server.MCPConfig.Command), append(args, "--state-dir", t.TempDir(), "--warm", "0")...)
 	cmd.Dir = "/"
 	checkServer(t, cmd, workspace)
+}
+
+// TestMCPBManifestTools keeps the bundle manifest's tool list (what Claude
+// Desktop shows before installing) equal to what `pyexec mcp` offers by
+// default.
+func TestMCPBManifestTools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pyexec")
+	}
+	b, err := os.ReadFile("../../deploy/mcpb/manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, tl := range m.Tools {
+		listed = append(listed, tl.Name)
+	}
+	cmd := exec.Command(buildPyexec(t), "mcp", "--state-dir", t.TempDir(), "--warm", "0")
+	cmd.Dir = t.TempDir()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "manifest-test", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	for _, tl := range res.Tools {
+		offered = append(offered, tl.Name)
+	}
+	slices.Sort(listed)
+	slices.Sort(offered)
+	if !slices.Equal(listed, offered) {
+		t.Fatalf("deploy/mcpb/manifest.json lists %v; pyexec mcp offers %v", listed, offered)
+	}
 }
