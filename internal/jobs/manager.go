@@ -106,7 +106,7 @@ const backstopGrace = 30 * time.Second
 type Manager struct {
 	cfg       Config
 	log       *slog.Logger
-	store     *store
+	store     jobStore
 	owner     string   // this Manager's id, stamped on its jobs
 	lockFile  *os.File // flock held while alive (see owner.go)
 	helperDir string
