@@ -209,7 +209,9 @@ const jobColumns = `id, label, status, created_at, started_at, finished_at, time
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanJob(sc scanner, withRequest bool) (Job, error) {
+// scanJob reads jobColumns (and request when withRequest), then extra
+// destinations for columns a query adds after them.
+func scanJob(sc scanner, withRequest bool, extra ...any) (Job, error) {
 	var (
 		j                          Job
 		status                     string
@@ -224,6 +226,7 @@ func scanJob(sc scanner, withRequest bool) (Job, error) {
 	if withRequest {
 		dest = append(dest, &request)
 	}
+	dest = append(dest, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return Job{}, err
 	}

@@ -64,7 +64,7 @@ func (o SyncOutcome) HandedOff() bool { return o.Result == nil }
 // If the RunFunc fails (the request could not be run at all), its error is
 // returned together with the failed job.
 func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOptions) (SyncOutcome, error) {
-	lj, err := m.start(ctx, req, opts.Label)
+	lj, err := m.start(ctx, req, opts.Label, false)
 	if err != nil {
 		return SyncOutcome{}, err
 	}
