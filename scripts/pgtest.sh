@@ -29,12 +29,17 @@ pgtest_start() {
 	runuser -u postgres -- "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
 	# fsync on (the store's real cost is measured), loopback only, our own
 	# socket dir so nothing touches /var/run.
-	runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
-		-o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300" start >/dev/null
+	cat >>"$dir/data/postgresql.conf" <<-CONF
+		listen_addresses = '127.0.0.1'
+		port = $port
+		unix_socket_directories = '$dir'
+		max_connections = 300
+	CONF
+	runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
 	runuser -u postgres -- "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE pyexec_test" >/dev/null
 	export PGTEST_DIR="$dir" PGTEST_BIN="$bin"
 	export PYEXEC_TEST_PG_URL="postgres://postgres@127.0.0.1:$port/pyexec_test?sslmode=disable"
-	export PYEXEC_TEST_PG_CTL="runuser -u postgres -- $bin/pg_ctl -D $dir/data"
+	export PYEXEC_TEST_PG_CTL="runuser -u postgres -- $bin/pg_ctl -D $dir/data -l $dir/log"
 	echo "== PostgreSQL on 127.0.0.1:$port (data dir $dir)" >&2
 }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -83,6 +84,8 @@ type shared struct {
 	ownDB bool // opened from Config.StoreURL: closed with the Manager
 
 	kick chan struct{} // wakes the claimer
+	// paused stops lease renewals (tests: a node that went silent).
+	paused atomic.Bool
 
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // closed when a job of another node changes
@@ -375,6 +378,9 @@ func (sh *shared) leaseLoop() {
 		case <-m.baseCtx.Done():
 			return
 		case <-t.C:
+		}
+		if sh.paused.Load() {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(m.baseCtx, m.cfg.NodeLostAfter)
 		sh.renew(ctx)
