@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -135,8 +136,13 @@ func nullNanos(t *time.Time) any {
 	return t.UnixNano()
 }
 
+// jsonOrNil encodes v, or returns SQL NULL for nil (including a nil
+// pointer in the interface: a job without progress has no progress).
 func jsonOrNil(v any) (any, error) {
 	if v == nil {
+		return nil, nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return nil, nil
 	}
 	b, err := json.Marshal(v)
@@ -250,7 +256,7 @@ func scanJob(sc scanner, withRequest bool, extra ...any) (Job, error) {
 			return Job{}, fmt.Errorf("decode run info of job %s: %w", j.ID, err)
 		}
 	}
-	if progress.Valid {
+	if progress.Valid && progress.String != "null" { // "null": written before jsonOrNil knew nil pointers
 		j.Progress = new(Progress)
 		if err := json.Unmarshal([]byte(progress.String), j.Progress); err != nil {
 			return Job{}, fmt.Errorf("decode progress of job %s: %w", j.ID, err)

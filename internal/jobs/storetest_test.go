@@ -82,6 +82,9 @@ func TestStoreSuite(t *testing.T) {
 			if got.Status != StatusFailed || got.ExitCode == nil || *got.ExitCode != 3 || got.StdoutBytes != 7 || got.StderrBytes != 5 {
 				t.Fatalf("final job = %+v", got)
 			}
+			if got.Progress != nil {
+				t.Fatalf("a job that reported no progress has progress %+v", got.Progress)
+			}
 			if got.Request == nil || got.Request.EnvVars["TOKEN"] != "[redacted]" {
 				t.Fatalf("stored request = %+v, want env values redacted", got.Request)
 			}
