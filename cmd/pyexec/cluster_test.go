@@ -106,11 +106,22 @@ func (rs *replicaSet) start(i int) {
 			nd.listen = strings.TrimPrefix(nd.url, "http://")
 		}
 	}
+	var logMu sync.Mutex
+	var tail []string
+	t.Cleanup(func() {
+		if t.Failed() { // the replica's last words explain most failures
+			logMu.Lock()
+			t.Logf("replica %d (%s) log tail:\n%s", i, nd.id, strings.Join(tail, "\n"))
+			logMu.Unlock()
+		}
+	})
 	go func() {
 		for sc.Scan() {
-			if testing.Verbose() {
-				t.Logf("replica %d: %s", i, sc.Text())
+			logMu.Lock()
+			if tail = append(tail, sc.Text()); len(tail) > 60 {
+				tail = tail[1:]
 			}
+			logMu.Unlock()
 		}
 		cmd.Wait()
 		close(nd.exited)
@@ -466,12 +477,10 @@ func TestReplicaSet(t *testing.T) {
 		id := rs.startJob(t, lb, code)
 		o := rs.owner(id)
 		other := rs.nodes[(o+1)%3].url
-		var ch chunkView
-		for ch.Stdout == "" {
-			call(t, "GET", other+"/v1/jobs/"+id+"/output?wait=5", nil, &ch)
-		}
+		var f follower // print() writes its pieces one by one (-u): wait for the whole line
+		f.follow(t, []string{other}, id, func(chunkView) bool { return strings.Contains(f.out.String(), "\n") })
 		var pid, child int
-		fmt.Sscanf(ch.Stdout, "%d %d", &pid, &child)
+		fmt.Sscanf(f.out.String(), "%d %d", &pid, &child)
 		if !pidAlive(pid) || !pidAlive(child) {
 			t.Fatalf("job processes %d %d not running", pid, child)
 		}

@@ -91,8 +91,15 @@ func Restart(t testing.TB, down time.Duration) {
 		}
 	}
 	run("-m", "fast", "-w", "stop")
+	started := false
+	defer func() {
+		if !started { // never leave the shared server down for the tests after this one
+			exec.Command(ctl[0], append(ctl[1:], "-w", "start")...).Run()
+		}
+	}()
 	time.Sleep(down) // the outage itself is what is tested
 	run("-w", "start")
+	started = true
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
