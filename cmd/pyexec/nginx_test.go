@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,7 +58,8 @@ func startNginx(t *testing.T, rs *replicaSet) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// SIGTERM: the master stops its workers (a SIGKILLed master would leave them).
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 	url := "http://" + addr
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		if resp, err := http.Get(url + "/health"); err == nil {
