@@ -117,6 +117,13 @@ type Job struct {
 	// epoch is the claim this node holds on the job in a shared store
 	// (fencing, see pgstore.go); 0 with SQLite.
 	epoch int64
+	// quiet marks a synchronous run not (yet) handed off: no other replica
+	// knows its id, so its writes notify nobody and its output is flushed
+	// on the FlushInterval tick only (shared stores).
+	quiet bool
+	// tail is the output not yet flushed when the job ended; the final
+	// update writes it in the same statement (shared stores).
+	tail *outputTail
 }
 
 // Filter selects jobs for List.

@@ -46,8 +46,12 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 	lj.mu.Lock()
 	defer lj.mu.Unlock()
 	j := lj.job
-	if !withRequest {
+	switch {
+	case !withRequest:
 		j.Request = nil
+	case j.Request != nil && len(j.Request.EnvVars) > 0:
+		r := redact(*j.Request) // as the store keeps it: env values are often secrets
+		j.Request = &r
 	}
 	return j
 }

@@ -320,6 +320,7 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 			Request:        &reqCopy,
 		},
 	}
+	lj.job.quiet = m.sh != nil && !anyNode
 	if m.sh != nil && anyNode {
 		if m.isClosed() {
 			return nil, ErrClosed

@@ -68,14 +68,17 @@ func (s *pgStore) insert(ctx context.Context, j *Job, owner string) error {
 		epoch, lease = 1, interval(s.bound)
 		j.epoch = 1
 	}
-	db := s.db.SQL
-	if owner != "" {
-		db = s.db.Fast // a run's own caller waits for it: nothing to lose
+	// A queued job wakes the replicas' claimers in the same statement.
+	// Committed as every write here (see update).
+	queueNote := ""
+	if owner == "" {
+		queueNote = queueChannel
 	}
-	_, err = db.ExecContext(ctx, `INSERT INTO pyexec_jobs (id, label, status, created_at, timeout_seconds, request, owner, epoch,
+	_, err = s.db.Fast.ExecContext(ctx, `WITH i AS (INSERT INTO pyexec_jobs (id, label, status, created_at, timeout_seconds, request, owner, epoch,
 		lease_until, env_key, run_request)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + $9::interval, $10, $11)`,
-		j.ID, j.Label, string(j.Status), nanos(j.CreatedAt), j.TimeoutSeconds, string(req), owner, epoch, lease, envKey(*j.Request), runReq)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + $9::interval, $10, $11) RETURNING 1)
+		SELECT count(*) FROM i LEFT JOIN LATERAL (SELECT pg_notify($12, '') WHERE $12 <> '') AS n ON true`,
+		j.ID, j.Label, string(j.Status), nanos(j.CreatedAt), j.TimeoutSeconds, string(req), owner, epoch, lease, envKey(*j.Request), runReq, queueNote)
 	if err != nil {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
@@ -98,24 +101,43 @@ func (s *pgStore) update(ctx context.Context, j *Job) error {
 	if j.ExitCode != nil {
 		exit = *j.ExitCode
 	}
-	db := s.db.Fast
 	final := j.Status.Terminal()
-	if final {
-		db = s.db.SQL
+	// One round trip: the fenced update and, when it applied, the
+	// notification other replicas wait on. Committed like the SQLite
+	// store's writes (synchronous=NORMAL): safe when pyexec dies; a crash
+	// of the database server itself can lose the last ~0.6 s of them (a
+	// job whose final state is lost ends node_lost when its lease runs out).
+	note := s.notePayload(j, changeNote{Job: j.ID, Status: j.Status, Done: final})
+	// The output the job's flusher had not written yet (final states).
+	streams, offs, data := []int16{}, []int64{}, [][]byte{}
+	var flushed []int64 // NULL: unchanged
+	if t := j.tail; t != nil {
+		for _, p := range t.parts {
+			streams, offs, data = append(streams, p.stream), append(offs, p.off), append(data, p.data)
+		}
+		flushed = t.sizes[:]
 	}
-	res, err := db.ExecContext(ctx, `UPDATE pyexec_jobs SET status=$1, started_at=$2, finished_at=$3, timed_out=$4,
+	var n int
+	err = s.db.Fast.QueryRowContext(ctx, `WITH u AS (UPDATE pyexec_jobs SET status=$1, started_at=$2, finished_at=$3, timed_out=$4,
 		exit_code=$5, error=$6, pid=$7, run_info=$8, progress=$9, stdout_bytes=$10, stderr_bytes=$11,
 		stdout_truncated=$12, stderr_truncated=$13,
 		run_request = CASE WHEN $16 THEN NULL ELSE run_request END,
-		lease_until = CASE WHEN $16 THEN NULL ELSE lease_until END
-		WHERE id=$14 AND owner=$15 AND epoch=$17 AND status IN ('pending','running')`,
+		lease_until = CASE WHEN $16 THEN NULL ELSE lease_until END,
+		stdout_flushed = coalesce(($20::bigint[])[1], stdout_flushed),
+		stderr_flushed = coalesce(($20::bigint[])[2], stderr_flushed)
+		WHERE id=$14 AND owner=$15 AND epoch=$17 AND status IN ('pending','running') RETURNING id),
+		i AS (INSERT INTO pyexec_job_output (job_id, stream, off, data)
+			SELECT u.id, p.stream, p.off, p.data FROM u, unnest($21::smallint[], $22::bigint[], $23::bytea[]) AS p(stream, off, data)
+			ON CONFLICT DO NOTHING)
+		SELECT count(*) FROM u LEFT JOIN LATERAL (SELECT pg_notify($18, $19) WHERE $19 <> '') AS n ON true`,
 		string(j.Status), nullNanos(j.StartedAt), nullNanos(j.FinishedAt), j.TimedOut,
 		exit, j.Error, j.PID, run, progress, j.StdoutBytes, j.StderrBytes,
-		j.StdoutTruncated, j.StderrTruncated, j.ID, s.node, final, j.epoch)
+		j.StdoutTruncated, j.StderrTruncated, j.ID, s.node, final, j.epoch, changeChannel, note,
+		flushed, streams, offs, data).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("update job %s: %w", j.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		if _, err := s.get(ctx, j.ID); errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("update job %s: %w", j.ID, ErrNotFound)
 		}
@@ -335,10 +357,16 @@ type lease struct {
 	cancelRequested bool
 }
 
-// renew extends the leases of this node's unfinished jobs and returns them.
-func (s *pgStore) renew(ctx context.Context) (map[string]lease, error) {
+// renew extends the leases of the jobs this node holds (ids) and returns
+// those still unfinished in the store. Only held jobs: a job whose final
+// state the database lost (it crashed) is not kept alive by a node that
+// no longer runs it; its lease runs out and it ends node_lost.
+func (s *pgStore) renew(ctx context.Context, ids []string) (map[string]lease, error) {
+	if ids == nil {
+		ids = []string{}
+	}
 	rows, err := s.db.Fast.QueryContext(ctx, `UPDATE pyexec_jobs SET lease_until=now() + $2::interval
-		WHERE owner=$1 AND status IN ('pending','running') RETURNING id, epoch, cancel_requested`, s.node, interval(s.bound))
+		WHERE owner=$1 AND id = ANY($3) AND status IN ('pending','running') RETURNING id, epoch, cancel_requested`, s.node, interval(s.bound), ids)
 	if err != nil {
 		return nil, fmt.Errorf("renew job leases: %w", err)
 	}
@@ -407,31 +435,45 @@ type flushPart struct {
 	data   []byte
 }
 
-// flush appends output rows and records the new flushed sizes and byte
-// counts, fenced by this node's claim, in one transaction.
+// flush appends output rows, records the new flushed sizes and byte
+// counts (fenced by this node's claim) and notifies readers, in one
+// statement.
 func (s *pgStore) flush(ctx context.Context, id string, epoch int64, parts []flushPart, stdout, stderr int64, j Job) error {
-	tx, err := s.db.Fast.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+	streams := make([]int16, len(parts))
+	offs := make([]int64, len(parts))
+	data := make([][]byte, len(parts))
+	for i, p := range parts {
+		streams[i], offs[i], data[i] = p.stream, p.off, p.data
 	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE pyexec_jobs SET stdout_flushed=$3, stderr_flushed=$4,
-		stdout_bytes=$5, stderr_bytes=$6, stdout_truncated=$7, stderr_truncated=$8
-		WHERE id=$1 AND owner=$2 AND epoch=$9 AND status IN ('pending','running')`,
-		id, s.node, stdout, stderr, j.StdoutBytes, j.StderrBytes, j.StdoutTruncated, j.StderrTruncated, epoch)
+	note := s.notePayload(&j, changeNote{Job: id, Status: j.Status, Output: true})
+	var n int
+	err := s.db.Fast.QueryRowContext(ctx, `WITH u AS (
+			UPDATE pyexec_jobs SET stdout_flushed=$3, stderr_flushed=$4,
+				stdout_bytes=$5, stderr_bytes=$6, stdout_truncated=$7, stderr_truncated=$8
+			WHERE id=$1 AND owner=$2 AND epoch=$9 AND status IN ('pending','running') RETURNING id),
+		i AS (INSERT INTO pyexec_job_output (job_id, stream, off, data)
+			SELECT u.id, p.stream, p.off, p.data FROM u, unnest($10::smallint[], $11::bigint[], $12::bytea[]) AS p(stream, off, data)
+			ON CONFLICT DO NOTHING)
+		SELECT count(*) FROM u LEFT JOIN LATERAL (SELECT pg_notify($13, $14) WHERE $14 <> '') AS n ON true`,
+		id, s.node, stdout, stderr, j.StdoutBytes, j.StderrBytes, j.StdoutTruncated, j.StderrTruncated, epoch,
+		streams, offs, data, changeChannel, note).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("flush output of job %s: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("flush output of job %s: %w", id, errFenced)
 	}
-	for _, p := range parts {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO pyexec_job_output (job_id, stream, off, data) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING`, id, p.stream, p.off, p.data); err != nil {
-			return fmt.Errorf("flush output of job %s: %w", id, err)
-		}
+	return nil
+}
+
+// notePayload is the change notification of j ("" for a quiet job).
+func (s *pgStore) notePayload(j *Job, n changeNote) string {
+	if j.quiet {
+		return ""
 	}
-	return tx.Commit()
+	n.Node = s.node
+	b, _ := json.Marshal(n)
+	return string(b)
 }
 
 // readOutput returns up to n bytes of one stream from off.

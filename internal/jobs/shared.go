@@ -177,6 +177,12 @@ func envKey(req engine.Request) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+func (sh *shared) isWarm(key string) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return slices.Contains(sh.warm, key)
+}
+
 func (sh *shared) rememberEnv(key string) {
 	if key == "" {
 		return
@@ -279,11 +285,25 @@ func (sh *shared) enqueue(ctx context.Context, lj *liveJob) error {
 	if n >= m.cfg.MaxQueue {
 		return fmt.Errorf("%w (%d pending across the replicas; limit: --max-queue %d)", ErrBusy, n, m.cfg.MaxQueue)
 	}
-	if err := sh.st.insert(ctx, &lj.job, ""); err != nil {
-		return fmt.Errorf("jobs: start: %w", err)
+	// Nothing waits in the queue and this node has a free slot (and the
+	// job's environment, if it needs one): it runs here at once, claimed
+	// from the start, without a round through the queue.
+	key := envKey(lj.req)
+	m.mu.Lock()
+	if n == 0 && !m.closed && m.running+len(m.queue) < m.cfg.MaxConcurrent && (key == "" || sh.isWarm(key)) {
+		defer m.mu.Unlock()
+		if err := sh.st.insert(ctx, &lj.job, m.owner); err != nil {
+			return fmt.Errorf("jobs: start: %w", err)
+		}
+		lj.claimed = true
+		m.live[lj.job.ID] = lj
+		m.queue = append(m.queue, lj)
+		m.dispatchLocked()
+		return nil
 	}
-	if err := sh.db.Notify(ctx, queueChannel, ""); err != nil {
-		m.log.Debug("notifying the queue", "err", err)
+	m.mu.Unlock()
+	if err := sh.st.insert(ctx, &lj.job, ""); err != nil { // notifies the queue
+		return fmt.Errorf("jobs: start: %w", err)
 	}
 	sh.wakeClaimer()
 	return nil
@@ -391,7 +411,16 @@ func (sh *shared) leaseLoop() {
 
 func (sh *shared) renew(ctx context.Context) {
 	m := sh.m
-	leases, err := sh.st.renew(ctx)
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	leases, err := sh.st.renew(ctx, ids)
 	if err != nil {
 		if m.baseCtx.Err() == nil {
 			m.log.Warn("renewing job leases", "err", err)
@@ -502,6 +531,12 @@ func (f *flusher) loop() {
 		case <-f.stop:
 			return
 		case <-f.kick:
+			f.lj.mu.Lock()
+			quiet := f.lj.job.quiet
+			f.lj.mu.Unlock()
+			if quiet {
+				continue // nobody follows it yet: the tick is soon enough
+			}
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -522,8 +557,27 @@ func (f *flusher) loop() {
 	}
 }
 
+// outputTail is output to append to the store and the flushed sizes after it.
+type outputTail struct {
+	parts []flushPart
+	sizes [2]int64
+}
+
 // flush writes what the logs hold beyond what was flushed.
 func (f *flusher) flush(ctx context.Context) error {
+	t, j, err := f.pending()
+	if err != nil || t == nil {
+		return err
+	}
+	if err := f.sh.st.flush(ctx, j.ID, j.epoch, t.parts, t.sizes[0], t.sizes[1], j); err != nil {
+		return err
+	}
+	f.flushed = t.sizes
+	return nil
+}
+
+// pending reads what the logs hold beyond what was flushed (nil: nothing).
+func (f *flusher) pending() (*outputTail, Job, error) {
 	lj := f.lj
 	lj.mu.Lock()
 	var sizes [2]int64
@@ -536,7 +590,7 @@ func (f *flusher) flush(ctx context.Context) error {
 	j := lj.job
 	lj.mu.Unlock()
 	if sizes == f.flushed {
-		return nil
+		return nil, j, nil
 	}
 	dir := jobDir(f.sh.m.cfg.StateDir, j.ID)
 	var parts []flushPart
@@ -546,19 +600,14 @@ func (f *flusher) flush(ctx context.Context) error {
 		}
 		data, err := readRange(filepath.Join(dir, name), f.flushed[i], sizes[i]-f.flushed[i])
 		if err != nil {
-			return err
+			return nil, j, err
 		}
 		for off := int64(0); off < int64(len(data)); off += maxChunkRow {
 			end := min(off+maxChunkRow, int64(len(data)))
 			parts = append(parts, flushPart{stream: int16(i + 1), off: f.flushed[i] + off, data: data[off:end]})
 		}
 	}
-	if err := f.sh.st.flush(ctx, j.ID, j.epoch, parts, sizes[0], sizes[1], j); err != nil {
-		return err
-	}
-	f.flushed = sizes
-	f.sh.note(changeNote{Job: j.ID, Status: j.Status, Output: true})
-	return nil
+	return &outputTail{parts: parts, sizes: sizes}, j, nil
 }
 
 func readRange(path string, off, n int64) ([]byte, error) {
@@ -575,8 +624,9 @@ func readRange(path string, off, n int64) ([]byte, error) {
 	return buf, nil
 }
 
-// finishFlush stops a job's flusher and flushes the rest, retrying while
-// the database is unreachable, before the final state is written.
+// finishFlush stops a job's flusher and hands the output it has not
+// flushed to the final update, which writes both in one statement (and is
+// retried while the database is unreachable).
 func (sh *shared) finishFlush(lj *liveJob) {
 	if lj.flusher == nil {
 		return
@@ -584,19 +634,14 @@ func (sh *shared) finishFlush(lj *liveJob) {
 	f := lj.flusher
 	close(f.stop)
 	<-f.stopped
-	deadline := time.Now().Add(finalRetry)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := f.flush(ctx)
-		cancel()
-		if err == nil || errors.Is(err, errFenced) || time.Now().After(deadline) {
-			if err != nil && !errors.Is(err, errFenced) {
-				sh.m.log.Error("flushing the last output of a job", "job", lj.job.ID, "err", err)
-			}
-			return
-		}
-		time.Sleep(wait)
+	t, _, err := f.pending()
+	if err != nil {
+		sh.m.log.Error("reading the last output of a job", "job", lj.job.ID, "err", err)
+		return
 	}
+	lj.mu.Lock()
+	lj.job.tail = t
+	lj.mu.Unlock()
 }
 
 // afterFinal runs once a job's final state is in the store: its local logs
@@ -741,8 +786,7 @@ func (sh *shared) saved(lj *liveJob, j *Job, err error) error {
 	}
 	switch {
 	case err == nil:
-		sh.note(changeNote{Job: j.ID, Status: j.Status, Done: j.Status.Terminal()})
-		return nil
+		return nil // the update notified the other replicas
 	case errors.Is(err, errFenced):
 		sh.m.log.Warn("a job's state was not saved: its lease is lost (another node failed it as node_lost)", "job", j.ID)
 		sh.m.fence(lj)

@@ -108,6 +108,9 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 				return m.syncDone(lj, opts.Ephemeral)
 			default:
 			}
+			lj.mu.Lock()
+			lj.job.quiet = false // its id is out: other replicas may follow it now
+			lj.mu.Unlock()
 			return SyncOutcome{Job: lj.snapshot(false), Output: &out}, nil
 		case <-ctx.Done():
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
