@@ -58,13 +58,14 @@ func (s *pgStore) insert(ctx context.Context, j *Job, owner string) error {
 	var runReq any
 	epoch := int64(0)
 	var lease any
-	if owner == "" {
+	if !j.quiet { // a background job: any replica may end up running it
 		full, err := json.Marshal(j.Request)
 		if err != nil {
 			return fmt.Errorf("encode request of job %s: %w", j.ID, err)
 		}
 		runReq = string(full)
-	} else {
+	}
+	if owner != "" {
 		epoch, lease = 1, interval(s.bound)
 		j.epoch = 1
 	}

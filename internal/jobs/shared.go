@@ -440,7 +440,7 @@ func (sh *shared) renew(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, lj := range lost {
-		m.fence(lj)
+		m.fence(lj, "lease renewal")
 	}
 	for _, lj := range cancels {
 		go sh.cancelLocal(lj.job.ID)
@@ -467,7 +467,7 @@ func (sh *shared) reap(ctx context.Context) {
 
 // fence stops a job whose lease this node lost: its state in the store is
 // no longer ours to write (another node failed it as node_lost).
-func (m *Manager) fence(lj *liveJob) {
+func (m *Manager) fence(lj *liveJob, why string) {
 	lj.mu.Lock()
 	if lj.job.Status.Terminal() || lj.fenced {
 		lj.mu.Unlock()
@@ -475,8 +475,9 @@ func (m *Manager) fence(lj *liveJob) {
 	}
 	lj.fenced = true
 	cancel := lj.cancel
+	status := lj.job.Status
 	lj.mu.Unlock()
-	m.log.Warn("lost the lease of a running job; stopping it", "job", lj.job.ID)
+	m.log.Warn("lost the lease of a job; stopping it", "job", lj.job.ID, "status", status, "noticed", why)
 	m.mu.Lock()
 	queued := !lj.dequeued
 	if queued {
@@ -542,7 +543,7 @@ func (f *flusher) loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := f.flush(ctx); err != nil {
 			if errors.Is(err, errFenced) {
-				f.sh.m.fence(f.lj)
+				f.sh.m.fence(f.lj, "output flush")
 				cancel()
 				return
 			}
@@ -789,7 +790,7 @@ func (sh *shared) saved(lj *liveJob, j *Job, err error) error {
 		return nil // the update notified the other replicas
 	case errors.Is(err, errFenced):
 		sh.m.log.Warn("a job's state was not saved: its lease is lost (another node failed it as node_lost)", "job", j.ID)
-		sh.m.fence(lj)
+		sh.m.fence(lj, "state update")
 		return nil
 	}
 	return err
