@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,7 +191,7 @@ func (m *Membership) sweep(ctx context.Context) error {
 
 // Nodes lists the live nodes, oldest first.
 func (m *Membership) Nodes(ctx context.Context) ([]Node, error) {
-	rows, err := m.cfg.DB.SQL.QueryContext(ctx, `SELECT id, addr, version, started_at, heartbeat_at, free_slots, max_slots, warm_envs
+	rows, err := m.cfg.DB.SQL.QueryContext(ctx, `SELECT id, addr, version, started_at, heartbeat_at, free_slots, max_slots, array_to_string(warm_envs, ',')
 		FROM pyexec_nodes WHERE heartbeat_at >= now() - $1::interval ORDER BY started_at, id`,
 		fmt.Sprintf("%d milliseconds", m.cfg.LostAfter.Milliseconds()))
 	if err != nil {
@@ -200,8 +201,12 @@ func (m *Membership) Nodes(ctx context.Context) ([]Node, error) {
 	var out []Node
 	for rows.Next() {
 		var n Node
-		if err := rows.Scan(&n.ID, &n.Addr, &n.Version, &n.StartedAt, &n.HeartbeatAt, &n.FreeSlots, &n.MaxSlots, &n.WarmEnvs); err != nil {
+		var warm string
+		if err := rows.Scan(&n.ID, &n.Addr, &n.Version, &n.StartedAt, &n.HeartbeatAt, &n.FreeSlots, &n.MaxSlots, &warm); err != nil {
 			return nil, fmt.Errorf("cluster: list nodes: %w", err)
+		}
+		if warm != "" {
+			n.WarmEnvs = strings.Split(warm, ",")
 		}
 		out = append(out, n)
 	}
