@@ -541,15 +541,18 @@ func (f *flusher) loop() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := f.flush(ctx); err != nil {
+		wrote, err := f.flush(ctx)
+		cancel()
+		if err != nil {
 			if errors.Is(err, errFenced) {
 				f.sh.m.fence(f.lj, "output flush")
-				cancel()
 				return
 			}
 			f.sh.m.log.Debug("flushing job output", "job", f.lj.job.ID, "err", err)
 		}
-		cancel()
+		if !wrote {
+			continue // nothing was new: the next line goes out at once
+		}
 		select {
 		case <-f.stop:
 			return
@@ -564,17 +567,18 @@ type outputTail struct {
 	sizes [2]int64
 }
 
-// flush writes what the logs hold beyond what was flushed.
-func (f *flusher) flush(ctx context.Context) error {
+// flush writes what the logs hold beyond what was flushed, and says
+// whether there was anything.
+func (f *flusher) flush(ctx context.Context) (bool, error) {
 	t, j, err := f.pending()
 	if err != nil || t == nil {
-		return err
+		return false, err
 	}
 	if err := f.sh.st.flush(ctx, j.ID, j.epoch, t.parts, t.sizes[0], t.sizes[1], j); err != nil {
-		return err
+		return false, err
 	}
 	f.flushed = t.sizes
-	return nil
+	return true, nil
 }
 
 // pending reads what the logs hold beyond what was flushed (nil: nothing).
