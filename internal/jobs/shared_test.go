@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/testutil/pgtest"
 )
 
@@ -200,5 +201,41 @@ func TestSharedLostLeaseIsFenced(t *testing.T) {
 	owner.sh.db.SQL.QueryRow(`SELECT epoch FROM pyexec_jobs WHERE id=$1`, j.ID).Scan(&epoch)
 	if epoch != 1 {
 		t.Fatalf("job claimed %d times, want once", epoch)
+	}
+}
+
+// TestSharedQueuePrefersWarmEnvironment: a job needing an environment that
+// one free node has built goes to that node, though another free node sees
+// it first.
+func TestSharedQueuePrefersWarmEnvironment(t *testing.T) {
+	ms, fs := replicas(t, 2, nil)
+	runs := anyRunner(t, fs)
+	req := engine.Request{Code: "import six", Dependencies: []string{"six"}}
+	key := envKey(req)
+	warm := ms[1]
+	warm.sh.rememberEnv(key)
+	// What warm's membership heartbeat says (internal/cluster writes it).
+	if _, err := warm.sh.db.SQL.Exec(`INSERT INTO pyexec_nodes (id, free_slots, max_slots, warm_envs) VALUES ($1, 1, 1, $2)`,
+		warm.NodeID(), []string{key}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		j, err := ms[0].Start(context.Background(), req, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, c := nextOf(t, runs)
+		if i != 1 {
+			t.Fatalf("job %s needing a built environment ran on the node without it", j.ID)
+		}
+		c.exit(t, 0)
+		waitDone(t, ms[0], j.ID)
+	}
+	// Without the environment anywhere, the node it reached runs it.
+	j, _ := ms[0].Start(context.Background(), code("x"), "")
+	if i, c := nextOf(t, runs); i != 0 {
+		t.Fatalf("job %s with no environment did not run where it landed (node %d)", j.ID, i)
+	} else {
+		c.exit(t, 0)
 	}
 }
