@@ -90,7 +90,7 @@ func jobTranscript(t *testing.T, cs *mcp.ClientSession, workspace, tag string, u
 	note("handoff", s, r, "status", "stdout")
 	hid, _ := s["job_id"].(string)
 	if hid == "" {
-		t.Fatalf("no handoff: %v", s)
+		t.Fatalf("no handoff: %v %s", s, text(r))
 	}
 	s, r = call("cancel_job", map[string]any{"job_id": hid})
 	note("cancel", s, r, "status")
