@@ -10,7 +10,7 @@ LDFLAGS ?= -X github.com/pyexec/pyexec/internal/buildinfo.commit=$(COMMIT)
 TARGETS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 
-.PHONY: build run test deps vet conformance cross release-snapshot mcpb packaging-check image
+.PHONY: build run test deps vet conformance deploy-check cross release-snapshot mcpb packaging-check image
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pyexec
@@ -71,3 +71,8 @@ image:
 # The official MCP conformance suite against `pyexec serve`'s /mcp (needs npm).
 conformance:
 	bash scripts/conformance.sh
+
+# Helm chart (helm lint and template, helm built from its Go module), the
+# compose file and nginx.conf; no cluster or container engine needed.
+deploy-check:
+	bash scripts/deploycheck.sh
