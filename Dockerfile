@@ -4,6 +4,9 @@
 #   docker run -i --rm -v "$PWD:/workspace" --user "$(id -u):$(id -g)" \
 #     --security-opt seccomp=deploy/container/seccomp.json pyexec mcp
 #
+# deploy/compose and deploy/helm run the same image as replicas of
+# `pyexec serve` (their own command, user and security settings).
+#
 # The sandbox needs user, mount and network namespaces, Landlock and seccomp
 # inside the container: see README.md, "Container image", for the flags and
 # what `pyexec doctor` reports with and without them. The base images are
@@ -43,8 +46,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 10001 --user-group --home-dir /home/pyexec --create-home --shell /usr/sbin/nologin pyexec \
- && mkdir -p /workspace \
- && chown pyexec:pyexec /workspace \
+ && mkdir -p /workspace /var/lib/pyexec \
+ && chown pyexec:pyexec /workspace /var/lib/pyexec \
  && chmod 1777 /home/pyexec
 COPY --from=uv /opt/uv/bin/uv /usr/local/bin/uv
 COPY --from=build /out/pyexec /usr/local/bin/pyexec
@@ -56,5 +59,7 @@ ENV HOME=/home/pyexec \
 USER 10001:10001
 WORKDIR /workspace
 VOLUME ["/workspace"]
+# pyexec serve (deploy/compose, deploy/helm) listens here; pyexec mcp needs no port.
+EXPOSE 8080
 ENTRYPOINT ["pyexec"]
 CMD ["mcp"]
