@@ -186,10 +186,6 @@ type warmPool struct {
 	bg       sync.WaitGroup
 	quit     chan struct{}
 
-	// nulFree remembers inline code files (named by their content hash,
-	// so immutable) already checked for NUL bytes.
-	nulFree map[string]struct{}
-
 	driverOnce sync.Once
 	driverPath string
 	driverErr  error
@@ -239,7 +235,7 @@ func newWarmPool(e *Engine) *warmPool {
 	if cfg.shortRun == 0 {
 		cfg.shortRun = shortRun
 	}
-	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
+	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
@@ -362,38 +358,13 @@ func (w *warmPool) ineligible(p *prepared) string {
 	if size > maxWarmRequest {
 		return "request too large"
 	}
-	if w.sourceHasNUL(p.argv[2]) {
+	if p.sourceNUL {
 		// How the file tokenizer treats NUL bytes changed within 3.11.x
 		// (older ones stop the line there, newer ones raise SyntaxError);
 		// compile() in the driver cannot reproduce both.
 		return "NUL in source"
 	}
 	return ""
-}
-
-func (w *warmPool) sourceHasNUL(path string) bool {
-	w.mu.Lock()
-	_, ok := w.nulFree[path]
-	w.mu.Unlock()
-	if ok {
-		return false
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false // the run will report it
-	}
-	if bytes.IndexByte(data, 0) >= 0 {
-		return true
-	}
-	if filepath.Dir(path) == codeDir(w.e.cfg.StateDir) {
-		w.mu.Lock()
-		if len(w.nulFree) >= 4096 {
-			clear(w.nulFree)
-		}
-		w.nulFree[path] = struct{}{}
-		w.mu.Unlock()
-	}
-	return false
 }
 
 // warmKey names the zygotes a run can use: its interpreter and what the

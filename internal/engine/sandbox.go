@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"hash/crc32"
@@ -39,7 +38,7 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 	if err != nil {
 		return nil, nil, err
 	}
-	ro := interpreterDirs(interp.Path)
+	ro := e.interpreterDirs(interp)
 	ro = append(ro, file)
 	for _, p := range extraRO {
 		if _, err := os.Stat(p); err == nil {
@@ -153,43 +152,6 @@ func (e *Engine) sandboxSettings(req *Request) (sandbox.Settings, error) {
 	}
 	settings.BestEffort = e.cfg.Sandbox.BestEffort
 	return settings, nil
-}
-
-// interpreterDirs are the trees an interpreter needs to read: its prefix
-// (bin/..), the real binary's prefix when it is a symlink (venvs), and the
-// base interpreter's prefix named by a venv's pyvenv.cfg.
-func interpreterDirs(path string) []string {
-	var dirs []string
-	add := func(bin string) {
-		if bin == "" {
-			return
-		}
-		d := filepath.Dir(filepath.Dir(bin))
-		if d != "/" && d != "/usr" {
-			dirs = append(dirs, d)
-		}
-	}
-	add(path)
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		add(real)
-	}
-	if f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(path)), "pyvenv.cfg")); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			k, v, ok := strings.Cut(sc.Text(), "=")
-			if ok && strings.TrimSpace(k) == "home" {
-				add(filepath.Join(strings.TrimSpace(v), "python"))
-			}
-		}
-		f.Close()
-	}
-	var out []string
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err == nil {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // limitNote is the line appended to stderr when a run hit a limit, so a
