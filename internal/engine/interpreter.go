@@ -50,7 +50,7 @@ type interpreters struct {
 
 	mu       sync.Mutex
 	probes   map[string]probeEntry
-	trusted  trustSet             // what trusted probes found (trust.go)
+	trusted  trustSet              // what trusted probes found (trust.go)
 	confined map[string]probeEntry // versions learned by confined probes, by path and identity
 
 	listOnce sync.Once
