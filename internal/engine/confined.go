@@ -56,7 +56,15 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 	}
 	var spec *sandbox.Spec
 	if settings.Policy != sandbox.PolicyNone {
-		need := append([]string{c.argv[0], filepath.Dir(tmpDir)}, c.readOnly...)
+		// What it reads decides who it runs as; a path in the workspace
+		// does not (the workspace is checked as such, and a run may make
+		// any path in it a symlink meanwhile).
+		need := []string{filepath.Dir(tmpDir)}
+		for _, p := range c.readOnly {
+			if !e.ws.Contains(filepath.Clean(p)) || filepath.Clean(p) == e.cfg.Workspace {
+				need = append(need, p)
+			}
+		}
 		choice, err := e.runAs.choose(e.cfg.RunAs, e.cfg.Workspace, need, codeDir(e.cfg.StateDir))
 		if err != nil {
 			return 0, fmt.Errorf("run-as: %w", err)

@@ -106,11 +106,11 @@ func (e *Engine) environment(ctx context.Context, req *Request, src []byte, file
 	if err != nil {
 		return nil, badRequest(field, "%v", err)
 	}
-	blockReqs, err := e.localRequirements(meta.Dependencies, cwd, "dependencies (the PEP 723 block of "+field+")")
+	blockReqs, err := e.localRequirements(meta.Dependencies, cwd, "the PEP 723 block of "+field+": ")
 	if err != nil {
 		return nil, err
 	}
-	reqReqs, err := e.localRequirements(req.Dependencies, cwd, "dependencies")
+	reqReqs, err := e.localRequirements(req.Dependencies, cwd, "")
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +214,11 @@ func (e *Engine) interpreterFor(ctx context.Context, chosen Interpreter, require
 // localRequirements checks requirements that name a local path (file: URLs
 // and plain paths): each must resolve inside the workspace, and is passed
 // to uv as the file: URL of what it resolved to. Such requirements are
-// built only confined (package uvenv). field names them in errors.
-func (e *Engine) localRequirements(reqs []string, cwd, field string) ([]string, error) {
+// built only confined (package uvenv). Errors name the dependencies field;
+// where says where the requirement came from ("" or "the PEP 723 block of
+// code: ").
+func (e *Engine) localRequirements(reqs []string, cwd, where string) ([]string, error) {
+	const field = "dependencies"
 	out := make([]string, 0, len(reqs))
 	for _, s := range reqs {
 		if s == "" {
@@ -223,10 +226,10 @@ func (e *Engine) localRequirements(reqs []string, cwd, field string) ([]string, 
 		}
 		r, err := uvenv.ParseRequirement(s)
 		if err != nil {
-			return nil, badRequest(field, "%v", err)
+			return nil, badRequest(field, "%s%v", where, err)
 		}
 		if err := checkRequirementURL(r); err != nil {
-			return nil, badRequest(field, "%q: %v", s, err)
+			return nil, badRequest(field, "%s%q: %v", where, s, err)
 		}
 		p := r.LocalPath()
 		if p == "" {
@@ -235,7 +238,7 @@ func (e *Engine) localRequirements(reqs []string, cwd, field string) ([]string, 
 		}
 		real, err := e.ws.Resolve(p, cwd)
 		if err != nil {
-			return nil, badRequest(field, "%q names a local path, and local requirements must lie inside the workspace: %v", s, err)
+			return nil, badRequest(field, "%s%q names a local path, and local requirements must lie inside the workspace: %v", where, s, err)
 		}
 		r.URL = (&url.URL{Scheme: "file", Path: real}).String()
 		out = append(out, r.String())

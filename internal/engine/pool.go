@@ -487,6 +487,11 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cwd, dir)
 		}
+		if z.spec != nil && z.spec.RunAs != nil && sandbox.CheckAccess(z.spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) != nil {
+			// The run could not list it: decide nothing from what the
+			// server sees there (it names any directory a request likes).
+			return false
+		}
 		fi, err := os.Stat(dir)
 		if err != nil {
 			continue // nothing there to import at startup

@@ -38,17 +38,28 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 	if err != nil {
 		return nil, nil, err
 	}
+	// Nothing inside the workspace is granted or weighed by name: the
+	// workspace is granted as a whole, and a run may have made any path in
+	// it a symlink to something else by the time the launcher opens it (a
+	// Landlock rule or a bind follows it). Nor does an interpreter path a
+	// request named decide who the run executes as.
 	ro := e.interpreterDirs(interp)
-	ro = append(ro, file)
+	if !e.ws.Contains(file) {
+		ro = append(ro, file)
+	}
 	for _, p := range extraRO {
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil && !e.ws.Contains(filepath.Clean(p)) {
 			ro = append(ro, p)
 		}
 	}
 	var choice sandbox.RunAsChoice
 	if settings.Policy != sandbox.PolicyNone {
 		// Policy none is the seeds' mode: Python runs as the server does.
-		choice, err = e.runAs.choose(e.cfg.RunAs, cwd, append([]string{interp.Path, file, filepath.Dir(tmpDir)}, ro...), codeDir(e.cfg.StateDir))
+		need := append([]string{filepath.Dir(tmpDir)}, ro...)
+		if interp.kind != kindRequest {
+			need = append(need, interp.Path)
+		}
+		choice, err = e.runAs.choose(e.cfg.RunAs, cwd, need, codeDir(e.cfg.StateDir))
 		if err != nil {
 			return nil, nil, fmt.Errorf("run-as: %w", err)
 		}

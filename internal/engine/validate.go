@@ -43,10 +43,10 @@ func (e *Engine) Validate(ctx context.Context, req Request) error {
 	if err != nil {
 		return badRequest(field, "%v", err)
 	}
-	if _, err := e.localRequirements(meta.Dependencies, cwd, "dependencies (the PEP 723 block of "+field+")"); err != nil {
+	if _, err := e.localRequirements(meta.Dependencies, cwd, "the PEP 723 block of "+field+": "); err != nil {
 		return err
 	}
-	if _, err := e.localRequirements(req.Dependencies, cwd, "dependencies"); err != nil {
+	if _, err := e.localRequirements(req.Dependencies, cwd, ""); err != nil {
 		return err
 	}
 	if _, _, err := e.chooseInterpreter(ctx, &req, cwd, rights); err != nil {
