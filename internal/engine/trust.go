@@ -321,7 +321,7 @@ func (e *Engine) confinedVersion(ctx context.Context, req *Request, cwd, path st
 	var out, errOut bytes.Buffer
 	code, err := e.runConfined(ctx, settings, confinedCmd{
 		argv: []string{path, "-S", "-c", versionScript}, dir: cwd,
-		env:      []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONNOUSERSITE=1"},
+		env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONNOUSERSITE=1"},
 		// The workspace read-only: the probe may read what the run could,
 		// and write only its own temp dir.
 		readOnly: append(e.interpreterDirs(it), e.cfg.Workspace), stdout: &out, stderr: &errOut, timeout: 10 * time.Second,
