@@ -513,3 +513,30 @@ func TestProjectFilesReadAsRunUser(t *testing.T) {
 		t.Fatal("an environment was built from a file the run could not read")
 	}
 }
+
+// TestWarmPythonPathInHiddenDirStaysWarm: the warm path lists a PYTHONPATH
+// directory only when the run could (so a request naming a root-only one
+// learns nothing from warm or cold); a directory the run is granted though
+// the run user cannot search its parent (the jobs helper in a state dir
+// under /root) still runs warm.
+func TestWarmPythonPathInHiddenDirStaysWarm(t *testing.T) {
+	needRoot(t)
+	e, _ := warmEngine(t, WarmConfig{Spares: 1})
+	hidden := t.TempDir() // its parent is 0700
+	helper := filepath.Join(hidden, "helper")
+	writeFile(t, filepath.Join(helper, "pyexec_hidden_mod.py"), "X = 'helper'\n")
+	runOnce := func() Result {
+		res, err := e.RunWith(context.Background(), Request{Code: "import pyexec_hidden_mod; print(pyexec_hidden_mod.X)"}, nil, Extras{PythonPath: []string{helper}})
+		if err != nil || res.Stdout != "helper\n" {
+			t.Fatalf("%+v %v", res, err)
+		}
+		return res
+	}
+	runOnce() // starts the zygote (and may be replaced for the grant)
+	runOnce()
+	before := e.WarmStats().Warm
+	runOnce()
+	if st := e.WarmStats(); st.Warm != before+1 {
+		t.Fatalf("a granted PYTHONPATH dir sent the run cold: %+v", st)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Warm interpreters.
@@ -482,12 +483,12 @@ func sameStartupEnv(want map[string]string, env []string) (ok bool, pythonPath s
 // after startup is the same as having them at startup: no entry may hold a
 // module the zygote imported at startup (cold, it would have shadowed it) or
 // a sitecustomize/usercustomize (site imports those at startup).
-func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
+func (z *zygote) pythonPathSafe(pythonPath, cwd string, run *sandbox.Spec) bool {
 	for _, dir := range filepath.SplitList(pythonPath) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cwd, dir)
 		}
-		if z.spec != nil && z.spec.RunAs != nil && sandbox.CheckAccess(z.spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) != nil {
+		if !mayList(run, dir) {
 			// The run could not list it: decide nothing from what the
 			// server sees there (it names any directory a request likes).
 			return false
@@ -511,6 +512,21 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 		}
 	}
 	return true
+}
+
+// mayList reports whether a run confined by spec could list dir: it lies in
+// what the run is granted (bound for it when hidden), or its mode bits let
+// the run-as user read it.
+func mayList(spec *sandbox.Spec, dir string) bool {
+	if spec == nil || spec.RunAs == nil {
+		return true
+	}
+	for _, g := range append(append([]string{spec.Workspace, spec.TmpDir}, spec.ReadOnly...), spec.ReadWrite...) {
+		if g != "" && workspace.Within(g, filepath.Clean(dir)) {
+			return true
+		}
+	}
+	return sandbox.CheckAccess(spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) == nil
 }
 
 // acquire finds a ready zygote for p (an idle one, if it is confined),
@@ -626,7 +642,7 @@ func (w *warmPool) accepts(z *zygote, p *prepared) (string, bool) {
 	if !ok {
 		return "startup environment differs", false
 	}
-	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir) {
+	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir, p.sandbox) {
 		return "PYTHONPATH shadows a startup module", false
 	}
 	reason := ""
