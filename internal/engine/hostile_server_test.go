@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/testutil/pyinterp"
 )
 
@@ -103,6 +104,19 @@ func TestPlantedInterpreterNeverRunsAsServer(t *testing.T) {
 			}
 		})
 	}
+	// A server started with --sandbox strict: the same.
+	strict, sws := newTestEngine(t, func(c *Config) { c.Python = python; c.Sandbox.Policy = sandbox.PolicyStrict })
+	smarker := filepath.Join(sws, "marker")
+	plantInterpreter(t, filepath.Join(sws, "d", ".venv", "bin", "python"), smarker, python)
+	plantInterpreter(t, filepath.Join(sws, "notpython"), smarker, python)
+	for _, req := range []Request{{Code: "print('ran')", Cwd: "d"}, {Code: "print('ran')", Python: filepath.Join(sws, "notpython")}} {
+		res, err := strict.Run(context.Background(), req, nil)
+		assertNeverRoot(t, smarker)
+		if err != nil || res.Stdout != "ran\n" || !strings.HasPrefix(res.Sandbox, "strict") {
+			t.Fatalf("strict server: %+v %v", res, err)
+		}
+	}
+
 	// Nor may uv ever build an environment on it (uv would execute it
 	// unconfined): the request is refused, naming python.
 	os.Remove(marker)
@@ -255,6 +269,7 @@ func TestPlantedBuildBackendRunsConfined(t *testing.T) {
 	evilProject(t, filepath.Join(ws, "proj"), "evilproj", marker, targets, "pyexec-alpha==1.0")
 	evilProject(t, filepath.Join(ws, "evilpkg"), "evilpkg", marker, targets)
 	evilProject(t, filepath.Join(ws, "evilpep"), "evilpep", marker, targets)
+	evilProject(t, filepath.Join(ws, "strictproj"), "evilstrict", marker, targets, "pyexec-beta")
 
 	// An sdist of the same backend, on the index.
 	sdistSrc := t.TempDir()
@@ -275,6 +290,7 @@ func TestPlantedBuildBackendRunsConfined(t *testing.T) {
 		{"file:// requirement", Request{Code: "import evilpkg; print(evilpkg.BUILT_BY)", Dependencies: []string{"evilpkg @ file://" + filepath.Join(ws, "evilpkg")}}, "65534", false},
 		{"PEP 723 relative path", Request{Code: "# /// script\n# dependencies = [\"evilpep @ ./evilpep\"]\n# ///\nimport evilpep; print(evilpep.BUILT_BY)"}, "65534", false},
 		{"sdist on the index", Request{Code: "import evilsdist; print(evilsdist.BUILT_BY)", Dependencies: []string{"evilsdist"}}, "65534", false},
+		{"project, strict (no network, reads limited)", Request{Code: "import evilstrict; print(evilstrict.BUILT_BY)", Cwd: "strictproj", Sandbox: "strict"}, "65534", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -538,5 +554,35 @@ func TestWarmPythonPathInHiddenDirStaysWarm(t *testing.T) {
 	runOnce()
 	if st := e.WarmStats(); st.Warm != before+1 {
 		t.Fatalf("a granted PYTHONPATH dir sent the run cold: %+v", st)
+	}
+}
+
+// TestInterpreterInWritableTreeIsNeverTrusted: an interpreter the server
+// would find itself (on PATH, or configured) but that lies in the
+// workspace or the state dir is not executed by the server either: the
+// default interpreter is refused with the reason, discovery skips it.
+func TestInterpreterInWritableTreeIsNeverTrusted(t *testing.T) {
+	needRoot(t)
+	python := pyinterp.Real(t)
+	ws := t.TempDir()
+	marker := filepath.Join(ws, "marker")
+	planted := filepath.Join(ws, "bin", "python3")
+	plantInterpreter(t, planted, marker, python)
+	e, err := New(Config{Workspace: ws, StateDir: t.TempDir(), Python: planted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	_, err = e.Run(context.Background(), Request{Code: "print(1)"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "runs can write") {
+		t.Fatalf("default interpreter in the workspace: %v", err)
+	}
+	for _, it := range e.Interpreters(context.Background()) {
+		if strings.HasPrefix(it.Path, ws) {
+			t.Errorf("discovered %s in the workspace", it.Path)
+		}
+	}
+	if uids := uidsIn(t, marker); len(uids) != 0 {
+		t.Fatalf("the planted default interpreter ran: %v", uids)
 	}
 }
