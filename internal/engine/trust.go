@@ -163,26 +163,26 @@ func (in *interpreters) trustedAt(path string) bool {
 	return ok
 }
 
-// learnTrusted makes sure the trusted set is known: discovery (once) and
-// the default interpreter.
-func (e *Engine) learnTrusted(ctx context.Context) {
-	e.interps.All(ctx)
-	_, _ = e.defaultInterpreter(ctx)
-}
-
 // requestInterpreter is the interpreter at path (an explicit `python`, or
 // the cwd's .venv/bin/python), learned without the server executing it
-// unless it is trusted (see the top of this file).
+// unless it is trusted (see the top of this file). The trusted set starts
+// with the default interpreter; discovery (all installed interpreters,
+// probed once) is only needed when path is none of those known so far.
 func (e *Engine) requestInterpreter(ctx context.Context, req *Request, cwd, path string, rights workspace.Rights) (Interpreter, error) {
 	if _, err := os.Stat(path); err != nil {
 		return Interpreter{}, err
 	}
-	e.learnTrusted(ctx)
-	if e.interps.trustedAt(path) {
-		return e.interps.probe(ctx, path)
-	}
-	if base, ok := e.trustedBase(path, rights); ok {
-		return Interpreter{Path: path, Version: base.Version, kind: kindRequest, base: base.base}, nil
+	_, _ = e.defaultInterpreter(ctx)
+	for pass := 0; pass < 2; pass++ {
+		if pass == 1 {
+			e.interps.All(ctx)
+		}
+		if e.interps.trustedAt(path) {
+			return e.interps.probe(ctx, path)
+		}
+		if base, ok := e.trustedBase(path, rights); ok {
+			return Interpreter{Path: path, Version: base.Version, kind: kindRequest, base: base.base}, nil
+		}
 	}
 	version, err := e.confinedVersion(ctx, req, cwd, path)
 	if err != nil {
