@@ -25,10 +25,10 @@ type confinedCmd struct {
 	argv []string
 	env  []string // TMPDIR and HOME (its temp dir) are added
 	dir  string
-	// workspace, when set, is writable as a run's workspace is (idmapped
-	// for the run user when the server owns it); default: the command's
-	// own temp dir.
-	workspace string
+	// writesWorkspace makes the workspace writable as a run's is; without
+	// it the command reads the workspace as the run would (bound, idmapped)
+	// but cannot write it.
+	writesWorkspace bool
 	// readWrite are more directories it may write; each is handed to the
 	// run user first (chown, mode 0700): they must be fresh directories
 	// the server made for it.
@@ -50,10 +50,6 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 		return 0, err
 	}
 	defer e.tmp.remove(tmpDir)
-	ws := c.workspace
-	if ws == "" {
-		ws = tmpDir
-	}
 	var spec *sandbox.Spec
 	if settings.Policy != sandbox.PolicyNone {
 		// What it reads decides who it runs as; a path in the workspace
@@ -61,7 +57,7 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 		// any path in it a symlink meanwhile).
 		need := []string{filepath.Dir(tmpDir)}
 		for _, p := range c.readOnly {
-			if !e.ws.Contains(filepath.Clean(p)) || filepath.Clean(p) == e.cfg.Workspace {
+			if !e.runWritable(filepath.Clean(p)) || filepath.Clean(p) == e.cfg.Workspace {
 				need = append(need, p)
 			}
 		}
@@ -84,15 +80,16 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 			}
 		}
 		spec = &sandbox.Spec{
-			Settings:      settings,
-			RunID:         fmt.Sprintf("%s-%08x", filepath.Base(tmpDir), crc32.ChecksumIEEE([]byte(tmpDir))),
-			Workspace:     ws,
-			TmpDir:        tmpDir,
-			ReadOnly:      c.readOnly,
-			ReadWrite:     c.readWrite,
-			Hidden:        hiddenTrees(e.cfg.StateDir),
-			RunAs:         choice.Cred,
-			RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
+			Settings:          settings,
+			RunID:             fmt.Sprintf("%s-%08x", filepath.Base(tmpDir), crc32.ChecksumIEEE([]byte(tmpDir))),
+			Workspace:         e.cfg.Workspace,
+			WorkspaceReadOnly: !c.writesWorkspace,
+			TmpDir:            tmpDir,
+			ReadOnly:          c.readOnly,
+			ReadWrite:         c.readWrite,
+			Hidden:            hiddenTrees(e.cfg.StateDir),
+			RunAs:             choice.Cred,
+			RunAsRequired:     choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
 		}
 	}
 	env := append(append([]string(nil), c.env...), "TMPDIR="+tmpDir, "HOME="+tmpDir)
@@ -184,9 +181,7 @@ func (e *Engine) buildConfiner(req *Request) uvenv.Confiner {
 		}
 		cc := confinedCmd{argv: c.Argv, env: c.Env, dir: c.Dir, readWrite: c.Writable,
 			readOnly: c.Readable, stdout: c.Stdout, stderr: c.Stderr}
-		if c.WritesWorkspace {
-			cc.workspace = e.cfg.Workspace
-		}
+		cc.writesWorkspace = c.WritesWorkspace
 		return e.runConfined(ctx, settings, cc)
 	}
 }

@@ -267,13 +267,15 @@ func TestPlantedBuildBackendRunsConfined(t *testing.T) {
 	}
 	marker := filepath.Join(ws, "backend-marker")
 	evilProject(t, filepath.Join(ws, "proj"), "evilproj", marker, targets, "pyexec-alpha==1.0")
-	evilProject(t, filepath.Join(ws, "evilpkg"), "evilpkg", marker, targets)
-	evilProject(t, filepath.Join(ws, "evilpep"), "evilpep", marker, targets)
+	// Builds other than a project sync cannot write the workspace either.
+	noWS := append([]string{filepath.Join(ws, "pwned-by-build")}, targets...)
+	evilProject(t, filepath.Join(ws, "evilpkg"), "evilpkg", marker, noWS)
+	evilProject(t, filepath.Join(ws, "evilpep"), "evilpep", marker, noWS)
 	evilProject(t, filepath.Join(ws, "strictproj"), "evilstrict", marker, targets, "pyexec-beta")
 
 	// An sdist of the same backend, on the index.
 	sdistSrc := t.TempDir()
-	evilProject(t, sdistSrc, "evilsdist", marker, targets)
+	evilProject(t, sdistSrc, "evilsdist", marker, noWS)
 	tarball(t, sdistSrc, filepath.Join(sdists, "evilsdist-1.0.tar.gz"), "evilsdist-1.0")
 
 	// Only a project sync may write the workspace (it may rewrite uv.lock),
@@ -305,7 +307,7 @@ func TestPlantedBuildBackendRunsConfined(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range targets {
+	for _, p := range noWS {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s was written", p)
 		}

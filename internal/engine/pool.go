@@ -526,7 +526,21 @@ func mayList(spec *sandbox.Spec, dir string) bool {
 			return true
 		}
 	}
-	return sandbox.CheckAccess(spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) == nil
+	if sandbox.CheckAccess(spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) == nil {
+		return true
+	}
+	// A missing directory holds nothing to import, which the run could
+	// see only if it may search the nearest ancestor that exists.
+	for p := dir; ; {
+		if _, err := os.Lstat(p); err == nil {
+			return p != dir && sandbox.CheckAccess(spec.RunAs, p, sandbox.AccessExec) == nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
+	}
 }
 
 // acquire finds a ready zygote for p (an idle one, if it is confined),

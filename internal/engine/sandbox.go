@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // capsCache holds the capabilities, detected on first use (Detect starts a
@@ -44,11 +45,11 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 	// Landlock rule or a bind follows it). Nor does an interpreter path a
 	// request named decide who the run executes as.
 	ro := e.interpreterDirs(interp)
-	if !e.ws.Contains(file) {
+	if !e.runWritable(file) {
 		ro = append(ro, file)
 	}
 	for _, p := range extraRO {
-		if _, err := os.Stat(p); err == nil && !e.ws.Contains(filepath.Clean(p)) {
+		if _, err := os.Stat(p); err == nil && !e.runWritable(filepath.Clean(p)) {
 			ro = append(ro, p)
 		}
 	}
@@ -86,6 +87,14 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
 	}
 	return spec, notes, nil
+}
+
+// runWritable reports whether a run may have written path (or made it a
+// symlink): it lies in the workspace, and not in the state dir (which a
+// workspace may contain, e.g. /tmp: the state dir's files are the
+// server's).
+func (e *Engine) runWritable(path string) bool {
+	return e.ws.Contains(path) && !workspace.Within(e.cfg.StateDir, path)
 }
 
 // runAsCache remembers recent run-as choices. Choosing walks every path a

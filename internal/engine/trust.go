@@ -324,7 +324,7 @@ func (e *Engine) confinedVersion(ctx context.Context, req *Request, cwd, path st
 		env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONNOUSERSITE=1"},
 		// The workspace read-only: the probe may read what the run could,
 		// and write only its own temp dir.
-		readOnly: append(e.interpreterDirs(it), e.cfg.Workspace), stdout: &out, stderr: &errOut, timeout: 10 * time.Second,
+		readOnly: e.interpreterDirs(it), stdout: &out, stderr: &errOut, timeout: 10 * time.Second,
 	})
 	if err != nil {
 		return "", fmt.Errorf("probe (confined, as the run user): %w", err)
