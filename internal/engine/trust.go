@@ -91,8 +91,11 @@ func (in *interpreters) trustedByID(path string) (Interpreter, bool) {
 	return it, ok
 }
 
-// outsideWritable checks that resolving path meets no tree runs can write:
-// neither the path, nor any symlink on the way, nor what it finally names.
+// outsideWritable checks that resolving path meets nothing a run or another
+// user could change: no tree runs can write (the workspace, the state dir)
+// holds the path, a symlink on the way, or what it finally names; and each
+// of those, with every directory above it, belongs to root or the server's
+// user and is writable by no one else (the sshd StrictModes rule).
 func (in *interpreters) outsideWritable(path string) error {
 	visited, err := resolveChain(path)
 	if err != nil {
@@ -104,8 +107,32 @@ func (in *interpreters) outsideWritable(path string) error {
 				return fmt.Errorf("%s lies in %s, which runs can write: the server executes nothing from there itself", path, w)
 			}
 		}
+		if err := ownedSecurely(v); err != nil {
+			return fmt.Errorf("%s: %w: the server executes nothing from there itself", path, err)
+		}
 	}
 	return nil
+}
+
+// ownedSecurely checks p and its ancestors: owned by root or the server's
+// uid, not writable by group or others (symlinks' own modes mean nothing).
+func ownedSecurely(p string) error {
+	euid := uint32(os.Geteuid())
+	for cur := p; ; cur = filepath.Dir(cur) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(cur, &st); err != nil {
+			return err
+		}
+		if st.Uid != 0 && st.Uid != euid {
+			return fmt.Errorf("%s belongs to uid %d", cur, st.Uid)
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK && st.Mode&0o022 != 0 {
+			return fmt.Errorf("%s is writable by others (mode %04o)", cur, st.Mode&0o7777)
+		}
+		if cur == "/" {
+			return nil
+		}
+	}
 }
 
 // resolveChain resolves path like the kernel, returning the clean path,
