@@ -29,6 +29,9 @@ type confinedCmd struct {
 	// it the command reads the workspace as the run would (bound, idmapped)
 	// but cannot write it.
 	writesWorkspace bool
+	// unprivileged refuses to run it as root (a run may fall back to root
+	// without capabilities; a build that executes package code may not).
+	unprivileged bool
 	// readWrite are more directories it may write; each is handed to the
 	// run user first (chown, mode 0700): they must be fresh directories
 	// the server made for it.
@@ -61,9 +64,16 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 				need = append(need, p)
 			}
 		}
-		choice, err := e.runAs.choose(e.cfg.RunAs, e.cfg.Workspace, need, codeDir(e.cfg.StateDir))
+		mode := e.cfg.RunAs
+		if c.unprivileged && (strings.EqualFold(mode, sandbox.RunAsNone) || mode == "root") {
+			mode = sandbox.RunAsAuto // runs as root by choice; builds still do not
+		}
+		choice, err := e.runAs.choose(mode, e.cfg.Workspace, need, codeDir(e.cfg.StateDir))
 		if err != nil {
 			return 0, fmt.Errorf("run-as: %w", err)
+		}
+		if c.unprivileged && choice.Cred == nil && os.Geteuid() == 0 {
+			return 0, fmt.Errorf("it must run as an unprivileged user, and runs here would run as root (%s): fix that (see pyexec doctor) or use --run-as USER", strings.Join(choice.Notes, "; "))
 		}
 		uid, gid := os.Geteuid(), os.Getegid()
 		if choice.Cred != nil {
@@ -89,7 +99,7 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 			ReadWrite:         c.readWrite,
 			Hidden:            hiddenTrees(e.cfg.StateDir),
 			RunAs:             choice.Cred,
-			RunAsRequired:     choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
+			RunAsRequired:     choice.Cred != nil && (c.unprivileged || !strings.EqualFold(mode, sandbox.RunAsAuto) && mode != ""),
 		}
 	}
 	env := append(append([]string(nil), c.env...), "TMPDIR="+tmpDir, "HOME="+tmpDir)
@@ -180,7 +190,7 @@ func (e *Engine) buildConfiner(req *Request) uvenv.Confiner {
 			return 0, err
 		}
 		cc := confinedCmd{argv: c.Argv, env: c.Env, dir: c.Dir, readWrite: c.Writable,
-			readOnly: c.Readable, stdout: c.Stdout, stderr: c.Stderr}
+			readOnly: c.Readable, stdout: c.Stdout, stderr: c.Stderr, unprivileged: true}
 		cc.writesWorkspace = c.WritesWorkspace
 		return e.runConfined(ctx, settings, cc)
 	}

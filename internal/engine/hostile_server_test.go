@@ -588,3 +588,16 @@ func TestInterpreterInWritableTreeIsNeverTrusted(t *testing.T) {
 		t.Fatalf("the planted default interpreter ran: %v", uids)
 	}
 }
+
+// TestBuildsRunUnprivilegedUnderRunAsNone: with --run-as none runs stay
+// root (without capabilities), by the operator's choice; a build that
+// executes package code still runs as the unprivileged user.
+func TestBuildsRunUnprivilegedUnderRunAsNone(t *testing.T) {
+	needRoot(t)
+	e, ws, _ := depsEngine(t, func(c *Config) { c.RunAs = sandbox.RunAsNone })
+	evilProject(t, filepath.Join(ws, "evilpkg"), "evilpkg", filepath.Join(ws, "marker"), nil)
+	res := run(t, e, Request{Code: "import os, evilpkg; print(os.getuid(), evilpkg.BUILT_BY)", Dependencies: []string{"evilpkg @ ./evilpkg"}})
+	if strings.TrimSpace(res.Stdout) != "0 65534" {
+		t.Fatalf("run uid, build uid = %q (want 0 65534); stderr %q", res.Stdout, res.Stderr)
+	}
+}
