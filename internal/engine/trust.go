@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -276,9 +276,7 @@ func (e *Engine) readPyvenvCfg(cfg string, rights workspace.Rights) (home, versi
 		var f *os.File
 		if f, err = workspace.OpenBeneath("/", strings.TrimPrefix(real, "/"), rights); err == nil {
 			defer f.Close()
-			var b bytes.Buffer
-			_, err = b.ReadFrom(&limitedReader{f, 64 << 10})
-			data = b.Bytes()
+			data, err = io.ReadAll(io.LimitReader(f, 64<<10))
 		}
 	}
 	if err != nil {
@@ -300,23 +298,6 @@ func (e *Engine) readPyvenvCfg(cfg string, rights workspace.Rights) (home, versi
 		}
 	}
 	return home, version
-}
-
-type limitedReader struct {
-	f *os.File
-	n int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errors.New("pyvenv.cfg too large")
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.f.Read(p)
-	l.n -= int64(n)
-	return n, err
 }
 
 var probedVersion = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
