@@ -44,11 +44,14 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	envs, err := newEnvironments(cfg)
+	var e *Engine
+	envs, err := newEnvironments(cfg, func(ctx context.Context, c uvenv.Command) (int, error) {
+		return e.buildConfiner(&Request{})(ctx, c) // the server's own sandbox settings
+	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
@@ -192,7 +195,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	}
 	x.applyAfter(env)
 	// A preamble's wrapper script must stay readable under confinement.
-	ro := slices.Clone(x.PythonPath)
+	ro := append(slices.Clone(x.PythonPath), x.ReadOnly...)
 	for _, a := range req.Preamble {
 		if filepath.IsAbs(a) {
 			ro = append(ro, a)

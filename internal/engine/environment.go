@@ -43,8 +43,12 @@ type EnvironmentObserver interface {
 // Environments is the engine's environment cache (for `envs list|prune`).
 func (e *Engine) Environments() *uvenv.Manager { return e.envs }
 
-func newEnvironments(cfg Config) (*uvenv.Manager, error) {
+// newEnvironments opens the environment cache; confine runs the builds
+// that execute package code when a build's request gives no settings of
+// its own (a named environment rebuilt on demand).
+func newEnvironments(cfg Config, confine uvenv.Confiner) (*uvenv.Manager, error) {
 	m, err := uvenv.New(uvenv.Config{
+		Confine:     confine,
 		StateDir:    cfg.StateDir,
 		UV:          cfg.Deps.UV,
 		Index:       cfg.Deps.Index,
@@ -98,6 +102,9 @@ func (u *envUse) resolvedDependencies() []string {
 // the project's files are read the same way. Builds that execute code run
 // under the request's sandbox (buildConfiner).
 func (e *Engine) environment(ctx context.Context, req *Request, src []byte, file, cwd string, interp Interpreter, rights workspace.Rights, obs Observer) (*envUse, error) {
+	if req.Env != "" {
+		return e.namedEnvironment(ctx, req, obs) // named.go
+	}
 	field := "code"
 	if req.ScriptPath != "" {
 		field = "script_path"
@@ -121,7 +128,7 @@ func (e *Engine) environment(ctx context.Context, req *Request, src []byte, file
 		WorkspaceRoot:  e.cfg.Workspace,
 		Files:          files,
 	}
-	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects {
+	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects && !req.NoProject {
 		start := cwd
 		if req.ScriptPath != "" {
 			start = filepath.Dir(file)

@@ -153,6 +153,9 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 		report(PhaseDownloading, "some requirements have no wheel: building from source, confined")
 	}
 	if p.spec.Confine == nil {
+		p.spec.Confine = m.cfg.Confine
+	}
+	if p.spec.Confine == nil {
 		return Manifest{}, errNeedsConfiner
 	}
 	if err := m.installConfined(ctx, p, tmpRoot, venv, progress); err != nil {

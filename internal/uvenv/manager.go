@@ -54,6 +54,9 @@ type Config struct {
 	ProjectSync string
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Confine is the Confiner of builds whose Spec gives none (a named
+	// environment rebuilt on demand); nil refuses them.
+	Confine Confiner
 }
 
 // Spec is what a run needs: an interpreter plus requirements, a project, or
