@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // build makes p's env under the key's exclusive lock: another process that
@@ -264,7 +263,7 @@ func (m *Manager) installConfined(ctx context.Context, p plan, tmpRoot, venv str
 // writeNew creates path (which must not exist: no symlink is followed) and
 // writes data, readable by all.
 func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o644)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 package uvenv
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -23,3 +24,15 @@ func lowerPriority(pid int) { _ = unix.Setpriority(unix.PRIO_PROCESS, pid, 10) }
 
 // VenvPython is the interpreter of the virtual environment at dir.
 func VenvPython(dir string) string { return filepath.Join(dir, "bin", "python") }
+
+// oNoFollow makes an open refuse a symlink in the last component.
+const oNoFollow = syscall.O_NOFOLLOW
+
+// linkCount is the file's number of hard links.
+func linkCount(fi os.FileInfo) (uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Nlink), true
+}

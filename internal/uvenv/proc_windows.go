@@ -1,6 +1,7 @@
 package uvenv
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 
@@ -23,3 +24,11 @@ func lowerPriority(pid int) {
 
 // VenvPython is the interpreter of the virtual environment at dir.
 func VenvPython(dir string) string { return filepath.Join(dir, "Scripts", "python.exe") }
+
+// oNoFollow: with O_EXCL, Windows' CreateFile(CREATE_NEW) never follows a
+// link in the last component either.
+const oNoFollow = 0
+
+// linkCount: confined builds are Linux-only, so adopt never runs on
+// Windows; every file counts as singly linked.
+func linkCount(fi os.FileInfo) (uint64, bool) { return 1, true }
