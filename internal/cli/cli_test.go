@@ -3,13 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/buildinfo"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,7 +93,7 @@ func TestRunCommand(t *testing.T) {
 		{"rejected request exits 2", []string{"run", "../outside.py"}, nil, "", 2, "", "outside the workspace"},
 		{"bad env value names the variable", []string{"run", "-c", "1"}, []string{"PYEXEC_MAX_TIMEOUT=soon"}, "", 2, "", "PYEXEC_MAX_TIMEOUT"},
 		{"nothing to run", []string{"run"}, nil, "", 2, "", "give -c CODE or a FILE"},
-		{"version", []string{"version"}, nil, "", 0, "pyexec " + Version + "\n", ""},
+		{"version", []string{"version"}, nil, "", 0, buildinfo.Read().String() + "\n", ""},
 		{"help", []string{"run", "--help"}, nil, "", 0, "", "PYEXEC_WORKSPACE"},
 		{"unknown command", []string{"frobnicate"}, nil, "", 2, "", "unknown command"},
 	}
@@ -170,7 +170,7 @@ time.sleep(600)
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		waitFor(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+		waitFor(t, func() bool { return proc.Gone(pid) })
 	}
 }
 
