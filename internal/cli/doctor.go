@@ -28,6 +28,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
 		return 1
 	}
+	ex.Engine().CompleteInterpreters(ctx) // uv's answer too, if none is cached
 	info, err := ex.Info(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
