@@ -1,9 +1,17 @@
-// Command pybench measures pyexec against starting Python directly, in one
-// run on one machine, and prints a markdown table with every row as a ratio
-// to row (a), the resolved real interpreter running print(1) cold.
+// Command pybench measures pyexec against starting Python directly and
+// against the simplest MCP server a user could run instead, in one run on
+// one machine, and prints a markdown table with every row as a ratio to two
+// baselines measured in the same run: (a) a clean interpreter's
+// `python -c pass` (a fresh venv of the default interpreter: no
+// site-packages .pth files; the headline) and (a0) the default
+// interpreter's own.
 //
 //	go run ./bench/pybench            # from the module root
 //	go run ./bench/pybench -n 500 -heavy sympy
+//
+// The peer row (p) runs bench/pybench/peer.py, a minimal server on the
+// official `mcp` package, in a venv uv makes (uv fetches `mcp` from the
+// package registry the first time; -peer=false skips the row).
 //
 // It builds the pyexec binary itself (for the MCP rows) and runs the engine
 // in-process (so this binary doubles as the per-run launcher).
@@ -48,16 +56,17 @@ func main() {
 	n := flag.Int("n", 200, "samples per row (MCP rows: sequential calls)")
 	nSlow := flag.Int("n-slow", 40, "samples for the slow rows (uv run)")
 	heavy := flag.String("heavy", "sympy", "a heavy installed module for the preload rows (skipped if not importable)")
-	quick := flag.Bool("quick", false, "only rows a, c, d and e (for iterating)")
+	quick := flag.Bool("quick", false, "only rows a0, a, c, d and e (for iterating)")
+	peer := flag.Bool("peer", true, "measure the peer row (a minimal Python MCP server; needs uv and the `mcp` package)")
 	dir := flag.String("dir", "", "where the benchmark's workspace and state dirs are made (default: beside pyexec's default state dir, on the filesystem a server uses)")
 	flag.Parse()
-	if err := run(*n, *nSlow, *heavy, *quick, *dir); err != nil {
+	if err := run(*n, *nSlow, *heavy, *quick, *peer, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "pybench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, nSlow int, heavy string, quick bool, dir string) error {
+func run(n, nSlow int, heavy string, quick, peer bool, dir string) error {
 	ctx := context.Background()
 	if dir == "" {
 		// Where a server keeps its state by default: what a run's temp dir
@@ -98,9 +107,18 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 	var rows []*row
 	add := func(r *row) *row { rows = append(rows, r); fmt.Fprintf(os.Stderr, "%s done\n", r.name); return r }
 
-	// (a) the baseline.
-	a := add(&row{id: "a", name: "python -c 'print(1)' (real interpreter, cold)", samples: sample(n, func() error {
-		return exec.Command(py, "-c", "print(1)").Run()
+	// The baselines: (a0) the default interpreter, with whatever its
+	// site-packages runs at start; (a) the same interpreter in a fresh venv
+	// (nothing in site-packages), the headline.
+	clean, err := cleanPython(py, filepath.Join(tmp, "clean-venv"))
+	if err != nil {
+		return fmt.Errorf("clean interpreter: %w", err)
+	}
+	a0 := add(&row{id: "a0", name: "`python -c pass`, the default interpreter (" + py + ")", samples: sample(n, func() error {
+		return exec.Command(py, "-c", "pass").Run()
+	})})
+	a := add(&row{id: "a", name: "`python -c pass`, a clean interpreter (a fresh venv of the default one)", samples: sample(n, func() error {
+		return exec.Command(clean, "-c", "pass").Run()
 	})})
 
 	// (b) uv run.
@@ -217,17 +235,20 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
 		add(g)
 	}
+	if peer {
+		add(peerRow(ctx, py, ws, tmp, max(n/2, 50)))
+	}
 
 	// The table.
-	base := median(a.samples)
+	base, base0 := median(a.samples), median(a0.samples)
 	fmt.Printf("## pybench: %s\n\n", start.UTC().Format(time.RFC3339))
 	fmt.Printf("`go run ./bench/pybench -n %d` on %s, %d cores, %s; Python %s (%s); load average before %s, after %s.\n\n",
 		n, kernel(), runtime.NumCPU(), runtime.Version(), interp.Version, py, load0, loadavg())
-	fmt.Println("| row | what | n | median | p95 | p99 | median / (a) |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| row | what | n | median | p95 | p99 | median / (a) clean | median / (a0) default |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.na != "" {
-			fmt.Printf("| %s | %s | | n/a: %s | | | |\n", r.id, r.name, r.na)
+			fmt.Printf("| %s | %s | | n/a: %s | | | | |\n", r.id, r.name, r.na)
 			continue
 		}
 		m := median(r.samples)
@@ -235,7 +256,7 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 		if r.note != "" {
 			note = " (" + r.note + ")"
 		}
-		fmt.Printf("| %s | %s%s | %d | %s | %s | %s | %.3fx |\n", r.id, r.name, note, len(r.samples), ms(m), ms(pct(r.samples, 95)), ms(pct(r.samples, 99)), float64(m)/float64(base))
+		fmt.Printf("| %s | %s%s | %d | %s | %s | %s | %.3fx | %.3fx |\n", r.id, r.name, note, len(r.samples), ms(m), ms(pct(r.samples, 95)), ms(pct(r.samples, 99)), float64(m)/float64(base), float64(m)/float64(base0))
 	}
 	fmt.Println()
 	if quick {
@@ -565,4 +586,91 @@ func processesWith(s string) []int {
 		}
 	}
 	return pids
+}
+
+// cleanPython makes a fresh venv of py at dir (uv if installed, else the
+// venv module) and returns its interpreter: the same binary without the
+// base's site-packages, so without its .pth files.
+func cleanPython(py, dir string) (string, error) {
+	var cmd *exec.Cmd
+	if uv := findUV(py); uv != "" {
+		cmd = exec.Command(uv, "venv", "--quiet", "--python", py, dir)
+		cmd.Env = append(os.Environ(), "UV_PYTHON_DOWNLOADS=never")
+	} else {
+		cmd = exec.Command(py, "-m", "venv", "--without-pip", dir)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return filepath.Join(dir, "bin", "python"), nil
+}
+
+// peerRow measures (p): the run_python tool of bench/pybench/peer.py, a
+// minimal MCP server on the official `mcp` package that writes the code to
+// a temp file and runs `python -u FILE` per call (the py-executor seed's
+// design), driven by the same go-sdk client as pyexec's rows.
+func peerRow(ctx context.Context, py, ws, tmp string, n int) *row {
+	r := &row{id: "p", name: "peer: `run_python` print(1) via a minimal Python MCP server (official `mcp` package, `subprocess.run([python, \"-u\", file])` per call) over stdio (go-sdk client, sequential)"}
+	uv := findUV(py)
+	if uv == "" {
+		r.na = "uv not installed (it makes the peer's venv)"
+		return r
+	}
+	venv := filepath.Join(tmp, "peer-venv")
+	for _, args := range [][]string{
+		{"venv", "--quiet", "--python", py, venv},
+		{"pip", "install", "--quiet", "--python", filepath.Join(venv, "bin", "python"), "mcp"},
+	} {
+		cmd := exec.Command(uv, args...)
+		cmd.Env = append(os.Environ(), "UV_PYTHON_DOWNLOADS=never")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			r.na = fmt.Sprintf("uv %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
+			return r
+		}
+	}
+	script, err := filepath.Abs(filepath.Join("bench", "pybench", "peer.py"))
+	if err != nil {
+		r.na = err.Error()
+		return r
+	}
+	cmd := exec.Command(filepath.Join(venv, "bin", "python"), script)
+	cmd.Dir = ws
+	cmd.Stderr = io.Discard
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		r.na = "connect: " + err.Error()
+		return r
+	}
+	defer sess.Close()
+	call := func() error {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": "print(1)"}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("peer tool error: %v", res.Content)
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		if res.StructuredContent == nil && len(res.Content) > 0 {
+			if t, ok := res.Content[0].(*mcp.TextContent); ok {
+				raw = []byte(t.Text)
+			}
+		}
+		var out struct {
+			Stdout string `json:"stdout"`
+		}
+		if json.Unmarshal(raw, &out) != nil || out.Stdout != "1\n" {
+			return fmt.Errorf("peer returned %s", raw)
+		}
+		return nil
+	}
+	for i := 0; i < 10; i++ {
+		if err := call(); err != nil {
+			r.na = err.Error()
+			return r
+		}
+	}
+	r.samples = sample(n, call)
+	return r
 }
