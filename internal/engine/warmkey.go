@@ -92,11 +92,10 @@ func warmKey(p *prepared) string {
 	b, _ := json.Marshal(struct {
 		Settings  sandbox.Settings
 		RunAs     *sandbox.Credential
-		Required  bool
 		Workspace string
 		Hidden    []string
 		ReadWrite []string
-	}{settings, s.RunAs, s.RunAsRequired, s.Workspace, s.Hidden, s.ReadWrite})
+	}{settings, s.RunAs, s.Workspace, s.Hidden, s.ReadWrite})
 	return p.interp.Path + "\x00" + string(b)
 }
 

@@ -111,7 +111,7 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 			}
 		} else {
 			nsRoot := ""
-			if zygote.PrivateShm {
+			if zygote.PrivateShm || zygote.PrivateProc {
 				nsRoot = fmt.Sprintf("/proc/%d/root", zygotePID)
 			}
 			plan, err := planLandlock(&w.spec, abi, spec.Policy == PolicyStrict && abi >= 4, zygote.PrivateShm, nsRoot)
@@ -192,7 +192,7 @@ func (w *WarmRun) ReleaseFiles() {
 func (w *WarmRun) Finish(exitCode, signal int, cpuSeconds float64) Report {
 	rep := Report{
 		Applied: append(slices.Clone(w.zygote.Applied), w.applied...), Skipped: slices.Clone(w.zygote.Skipped),
-		MemoryViaRlimit: w.zygote.MemoryViaRlimit, PrivateShm: w.zygote.PrivateShm, RunAsDropped: w.zygote.RunAsDropped,
+		MemoryViaRlimit: w.zygote.MemoryViaRlimit, PrivateShm: w.zygote.PrivateShm, PrivateProc: w.zygote.PrivateProc,
 	}
 	var st cgroupStats
 	if w.cg != nil {
@@ -239,7 +239,7 @@ func Covers(zygote, run *Spec) (bool, string) {
 	switch {
 	case z.Policy != r.Policy || z.EffectiveNetwork() != r.EffectiveNetwork() || z.Limits != r.Limits || z.BestEffort != r.BestEffort:
 		return false, "sandbox settings"
-	case !sameCred(zygote.RunAs, run.RunAs) || zygote.RunAsRequired != run.RunAsRequired:
+	case !sameCred(zygote.RunAs, run.RunAs):
 		return false, "run-as"
 	case zygote.Workspace != run.Workspace || !slices.Equal(zygote.Hidden, run.Hidden):
 		return false, "workspace"
