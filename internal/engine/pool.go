@@ -188,6 +188,7 @@ type warmPool struct {
 	warmRuns, coldRuns atomic.Uint64
 	reasonsMu          sync.Mutex
 	reasons            map[string]uint64
+	retiredBroken      map[string]uint64 // zygotes retired because they could not serve on, by why
 }
 
 // forcedWarm, when set (by tests), is the warm configuration of every engine
@@ -228,7 +229,7 @@ func newWarmPool(e *Engine) *warmPool {
 		cfg.shortRun = shortRun
 	}
 	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
-		quit: make(chan struct{}), reasons: map[string]uint64{}}
+		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
 	// Warm the default interpreter right away: the first request should
@@ -307,6 +308,16 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 			w.warmRuns.Add(^uint64(0))
 			w.cold("warm interpreter lost")
 			w.retire(z)
+		},
+		broken: func(why string) {
+			w.broken(z, why)
+		},
+		exited: func() {
+			// Cleaning up after a run is short: runs waiting for the
+			// zygote wait for it (see acquire).
+			w.mu.Lock()
+			z.busySince = time.Now()
+			w.mu.Unlock()
 		},
 	})
 	if err != nil {
@@ -586,6 +597,14 @@ func (w *warmPool) writeDriver() (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// broken retires z, which cannot serve another run (why), and counts it.
+func (w *warmPool) broken(z *zygote, why string) {
+	w.reasonsMu.Lock()
+	w.retiredBroken[why]++
+	w.reasonsMu.Unlock()
+	w.retire(z)
 }
 
 func (w *warmPool) retire(z *zygote) {

@@ -107,7 +107,7 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 			// few files of it).
 			ReadOnly:  append(slices.Clone(ro), w.driverPath, "/proc"),
 			ReadWrite: append(slices.Clone(b.ReadWrite), tmpRoot(e.cfg.StateDir)),
-			Hidden:    b.Hidden, RunAs: b.RunAs, RunAsRequired: b.RunAsRequired,
+			Hidden:    b.Hidden, RunAs: b.RunAs, ForkServer: true,
 		}
 		zbox.Limits = zbox.Limits.WithDefaults()
 		zbox.Limits.CPUSeconds = -1 // each run sets its own; the zygote's CPU time must not count
@@ -133,9 +133,18 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 		}
 	}
 	z.lastUsed.Store(time.Now().UnixNano())
-	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(w.cfg.Spares), strings.Join(w.cfg.Preload, ",")}
+	spares := w.cfg.Spares
+	if z.exclusive {
+		// One run at a time, with its supervisor forking the next: a spare
+		// waiting beside a run would be a process of the fork server's
+		// uid that the run could name (see driver.py).
+		spares = 1
+	}
+	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(spares), strings.Join(w.cfg.Preload, ",")}
 	var startedOnce sync.Once
-	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: envList, Dir: e.cfg.Workspace, Grace: e.cfg.KillGrace, Sandbox: zbox},
+	// Its cwd is /: it runs as an identity of its own, which may not reach
+	// the workspace (each run changes into its own cwd).
+	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: envList, Dir: "/", Grace: e.cfg.KillGrace, Sandbox: zbox},
 		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW,
 			OnStart: func(pid int) { z.pid.Store(int64(pid)) },
 			OnStarted: func(ev launcher.Event) {
@@ -206,11 +215,6 @@ func (z *zygote) awaitReady() {
 		select {
 		case <-z.started:
 		case <-z.dead:
-			return
-		}
-		if z.report.RunAsDropped {
-			z.fail(errors.New("warm interpreter could not run as the run-as user: " + strings.Join(z.report.Skipped, "; ")))
-			z.proc.Terminate()
 			return
 		}
 		n, _ := strconv.Atoi(fields[1])
