@@ -15,6 +15,9 @@ func (e *Engine) Validate(ctx context.Context, req Request) error {
 	if err := e.checkSource(&req); err != nil {
 		return err
 	}
+	if err := checkNamedEnv(&req); err != nil {
+		return err
+	}
 	if _, err := e.timeout(req.Timeout); err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
 // statelessFrom is the first MCP revision without sessions (SEP-2575).
@@ -38,13 +40,14 @@ func (s *Server) mcpHandler() http.Handler {
 		MaxRequestBodyBytes:          s.batchBodyLimit,
 		PropagateRequestCancellation: true,
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// TaskHTTPHandler: task-augmented tools/call (MCP Tasks, mcpserver/tasks.go).
+	return mcpserver.TaskHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessFrom && r.Header.Get("Mcp-Session-Id") == "" {
 			stateless.ServeHTTP(w, r)
 			return
 		}
 		stateful.ServeHTTP(w, r)
-	})
+	}), s.batchBodyLimit)
 }
 
 // closeMCPSessions ends every MCP session (used at shutdown, after running

@@ -163,6 +163,8 @@ func (s *Server) routes() http.Handler {
 	if s.jx != nil {
 		s.jobRoutes(handle)
 	}
+	s.envRoutes(handle)     // envs.go
+	s.qualityRoutes(handle) // quality.go
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))
