@@ -32,7 +32,7 @@ import (
 // one request. The server hands G the request and the run's pipes
 // (SCM_RIGHTS); G becomes `python -u FILE ARGS...` in the request's cwd and
 // environment and runs the file as __main__. G reports "started" on the
-// run's status pipe and hands the pipe to S, which sleeps in wait4 through
+// run's status socket and hands it to S, which sleeps in wait4 through
 // the run and reports "exit" with the tree's rusage once every process of
 // the run is reaped, as the launcher does (TERM forwarding, grace, KILL
 // sweeps included). No fork and no wakeup of S sits on the request's path:
@@ -60,9 +60,12 @@ import (
 // inherit the run-as user, namespaces, seccomp and rlimits; per run, the
 // server creates the cgroup and the Landlock ruleset and G joins and stacks
 // them before the run's first instruction. A confined zygote serves one run
-// at a time, because its runs share its private /dev/shm (and PID and
-// network namespaces): S empties /dev/shm after each run, and concurrent
-// runs get zygotes of their own, up to PerInterpreter per key.
+// at a time, because its runs share its /dev/shm and its IPC, PID and
+// network namespaces: the run stacks a seccomp layer under which it cannot
+// name the zygote's own processes (driver.py), S empties /dev/shm and the
+// IPC namespace after each run and reports "clean" before the zygote gets
+// its next run (warmrun.go), and concurrent runs get zygotes of their own,
+// up to PerInterpreter per key.
 //
 // Zygotes are keyed by interpreter and sandbox (settings, identity,
 // workspace, hidden trees), retired when idle, when a directory on their

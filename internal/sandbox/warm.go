@@ -21,9 +21,9 @@ import (
 // checks that). Everything confinement does once per process tree is then
 // inherited by each fork exactly as a cold run would get it from the
 // launcher: the run-as user, the mount namespace (tmpfs skeleton, binds,
-// idmapped workspace, private /dev/shm), the network and PID namespaces, the
-// empty capability bounding set, no_new_privs, the seccomp filter and the
-// rlimits. What a cold run gets per run, a warm run gets from WarmRun: the
+// idmapped workspace, private /dev/shm, nosuid mounts), the network, IPC and
+// PID namespaces with the warm interpreter's /proc, the empty capability
+// bounding set, no_new_privs, the seccomp filter and the rlimits. What a cold run gets per run, a warm run gets from WarmRun: the
 // server creates the run's cgroup and its Landlock ruleset (the same plan a
 // cold run's launcher computes) and hands the fork open descriptors; the
 // fork joins the cgroup by writing "0" to them (the kernel checks the

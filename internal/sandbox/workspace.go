@@ -16,8 +16,10 @@ import (
 var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"}
 
 // systemDirs are directories no workspace may be (their subdirectories
-// may: /home/me/project, /var/tmp/x, /opt/app).
-var systemDirs = []string{"/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail", "/opt", "/srv", "/mnt", "/media", "/snap"}
+// may: /home/me/project, /var/lib/app, /opt/app). A temp dir (/tmp,
+// /var/tmp) may be one: the python-executor-mcp seed's examples run in
+// /tmp, and it is what everyone may write anyway.
+var systemDirs = []string{"/", "/home", "/root", "/var", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail", "/opt", "/srv", "/mnt", "/media", "/snap"}
 
 // CheckWorkspaceRoot returns an error saying why dir (absolute, symlinks
 // resolved) cannot be a workspace: the root, a system directory, or the

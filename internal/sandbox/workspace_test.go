@@ -20,7 +20,7 @@ func TestCheckWorkspaceRoot(t *testing.T) {
 		{"/proc/self", "system directory /proc"},
 		{"/var", "a system directory"},
 		{"/var/lib", "a system directory"},
-		{"/tmp", "a system directory"},
+		{"/tmp", ""},
 		{"/home", "a system directory"},
 		{home, "whole home directory"},
 		{filepath.Join(home, "project"), ""},
