@@ -1,7 +1,7 @@
 # pyexec warm driver: a fork server ("zygote") for one interpreter.
 #
 # Started by the engine through the per-run launcher as
-#     python -u driver.py SPARES PRELOAD
+#     python -u driver.py SPARES PRELOAD [serial]
 # with fd 0 a SOCK_SEQPACKET control socket shared with the server. It does
 # the expensive part of a Python start once (interpreter init, site, optional
 # preloaded modules), then keeps SPARES pre-forked runs ready. A ready run is a
@@ -43,9 +43,10 @@
 # layer), which every fork inherits. Per run, before anything else, G joins
 # the run's cgroup (writing "0" to the cgroup files the server opened),
 # lowers RLIMIT_CPU and stacks the run's own Landlock ruleset (built by the
-# server) with landlock_restrict_self; for serial runs it also stacks a
-# seccomp filter under which the pids of this PID namespace that are not the
-# run's (its init, the zygote and its threads, S) cannot be named to
+# server) with landlock_restrict_self. A serial zygote's S stacks, once, a
+# seccomp filter that every G it forks inherits, under which the pids of
+# this PID namespace that are not a run's (its init, the zygote and its
+# threads, S) cannot be named to
 # prlimit, setpriority, sched_setaffinity, sched_set{scheduler,param,attr}
 # or ioprio_set, nor can a whole uid (PRIO_USER, IOPRIO_WHO_USER): the run
 # shares the zygote's uid, and what it changed there every later run
@@ -67,9 +68,10 @@ import os  # noqa: E402 - always loaded at startup; imported after the snapshot 
 
 
 def _zygote():
-    global _PROC, _MQUEUE
+    global _PROC, _MQUEUE, _SERIAL
     spares = max(1, int(sys.argv[1]))
     preload = [m for m in sys.argv[2].split(",") if m]
+    _SERIAL = len(sys.argv) > 3 and sys.argv[3] == "serial"
     # The supervisors' view of the zygote's namespaces, when the launcher
     # made one in its temp dir (see the header and sandbox/namespaces.go).
     mine = os.path.join(os.environ.get("TMPDIR", "/nonexistent"), ".supervisor")
@@ -186,6 +188,9 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         os.write(2, b"pyexec warm driver: PR_SET_CHILD_SUBREAPER failed\n")
         os._exit(71)
+    if _SERIAL:
+        # Once for every run this S serves: each G it forks inherits it.
+        _protect(libc, [1, os.getpid()] + _FORK_SERVER_PIDS)
 
     # The run's tree is walked in the supervisors' /proc (the zygote's PID
     # namespace without hidepid, which the run cannot reach: see
@@ -326,27 +331,36 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
 def _cleanup(os, libc):
     """Remove what a run left in what the zygote's runs share (run by S, as
     the run's uid, once every process of the run is gone); return what could
-    not be removed, or None."""
+    not be removed, or None. Found nothing (the common case): nothing to
+    check again."""
     problems = []
-    try:
-        _empty_dir(os, "/dev/shm")
-    except OSError as e:
-        problems.append("/dev/shm: %s" % e)
+    found = 0
+    shm = os.listdir("/dev/shm")
+    if shm:
+        found += 1
+        try:
+            _empty_dir(os, "/dev/shm")
+        except OSError as e:
+            problems.append("/dev/shm: %s" % e)
     for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
                          ("sem", lambda i: libc.semctl(i, 0, 0)),
                          ("msg", lambda i: libc.msgctl(i, 0, None))):
         for ident in _ipc_ids(os, kind):
+            found += 1
             if remove(ident) != 0:
                 import ctypes
 
                 problems.append("SysV %s %d: %s" % (kind, ident, os.strerror(ctypes.get_errno())))
-    mq = _MQUEUE if os.path.isdir(_MQUEUE) else None
-    if mq:
-        for name in os.listdir(mq):
-            try:
-                os.unlink(os.path.join(mq, name))
-            except OSError as e:
-                problems.append("POSIX message queue %s: %s" % (name, e))
+    if not os.path.isdir(_MQUEUE):
+        return "no message queue filesystem to check"
+    for name in os.listdir(_MQUEUE):
+        found += 1
+        try:
+            os.unlink(os.path.join(_MQUEUE, name))
+        except OSError as e:
+            problems.append("POSIX message queue %s: %s" % (name, e))
+    if not found:
+        return None
     # What is left, whatever the steps above said.
     left = os.listdir("/dev/shm")
     if left:
@@ -355,9 +369,7 @@ def _cleanup(os, libc):
         ids = _ipc_ids(os, kind)
         if ids:
             problems.append("%d SysV %s objects left" % (len(ids), kind))
-    if mq is None:
-        problems.append("no message queue filesystem to check")
-    elif os.listdir(mq):
+    if os.listdir(_MQUEUE):
         problems.append("POSIX message queues left")
     return "; ".join(problems) or None
 
@@ -642,8 +654,6 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     extra = high[4 + ncg + has_ruleset:]
     try:
         _confine(os, libc, cgroups, ruleset, flags, cpu)
-        if serial:
-            _protect(libc, [1, sup_pid] + _FORK_SERVER_PIDS)
         # The server made sure both exist: if this mount namespace does not
         # show them, it is not the one a cold run would get.
         os.stat(f[2])
@@ -773,6 +783,7 @@ def _rehearse():
 
 _hidden = []
 _FORK_SERVER_PIDS = []  # the zygote's pid and threads (set before READY)
+_SERIAL = False  # it serves one run at a time (argv[3] == "serial")
 _PROC = "/proc"
 _MQUEUE = "/dev/mqueue"
 _MAX_EXTRA = 4  # extra files (fd 3, 4, ...) a run may inherit; pool.go agrees

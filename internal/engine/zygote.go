@@ -141,6 +141,9 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 		spares = 1
 	}
 	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(spares), strings.Join(w.cfg.Preload, ",")}
+	if z.exclusive {
+		argv = append(argv, "serial")
+	}
 	var startedOnce sync.Once
 	// Its cwd is /: it runs as an identity of its own, which may not reach
 	// the workspace (each run changes into its own cwd).
