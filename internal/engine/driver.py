@@ -48,7 +48,8 @@
 # this PID namespace that are not a run's (its init, the zygote and its
 # threads, S) cannot be named to
 # prlimit, setpriority, sched_setaffinity, sched_set{scheduler,param,attr}
-# or ioprio_set, nor can a whole uid (PRIO_USER, IOPRIO_WHO_USER): the run
+# or ioprio_set, nor can a process group or a whole uid (PRIO_PGRP,
+# PRIO_USER and their ioprio_set forms; a run is in S's group): the run
 # shares the zygote's uid, and what it changed there every later run
 # would inherit (signals, ptrace and /proc/PID of them Landlock refuses
 # already, and /proc does not list them). If any step fails, G reports an
@@ -465,9 +466,9 @@ _PID_CALLS = {
     "sched_setparam": ((142, 118), 0),
     "sched_setattr": ((314, 274), 0),
 }
-_WHICH_CALLS = {  # (numbers), which for a pid (who is then argument 1), which for a uid
-    "setpriority": ((141, 140), 0, 2),  # PRIO_PROCESS, PRIO_USER
-    "ioprio_set": ((251, 30), 1, 3),  # IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER
+_WHICH_CALLS = {  # (numbers), which for a pid (who is then argument 1), which for a group, for a uid
+    "setpriority": ((141, 140), 0, 1, 2),  # PRIO_PROCESS, PRIO_PGRP, PRIO_USER
+    "ioprio_set": ((251, 30), 1, 2, 3),  # IOPRIO_WHO_PROCESS, _PGRP, _USER
 }
 _AUDIT_ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
 
@@ -497,14 +498,16 @@ def _protect(libc, pids):
     ins(LD, 0)
     for name, (nrs, a) in _PID_CALLS.items():
         ins(JEQ, nrs[col], ("pid", a), 0)
-    for name, (nrs, pid_which, user_which) in _WHICH_CALLS.items():
+    for name, (nrs, pid_which, group_which, user_which) in _WHICH_CALLS.items():
         ins(JEQ, nrs[col], ("which", name), 0)
     ins(RET, ALLOW)
     labels = {}  # (BPF jumps only forward: each target comes after its jumps)
-    for name, (nrs, pid_which, user_which) in _WHICH_CALLS.items():
+    for name, (nrs, pid_which, group_which, user_which) in _WHICH_CALLS.items():
+        # A process group: the run's own is S's (and a uid: the zygote's).
         labels[("which", name)] = len(prog)
         ins(LD, arg(0))
         ins(JEQ, user_which, "eperm", 0)
+        ins(JEQ, group_which, "eperm", 0)
         ins(JEQ, pid_which, ("pid", 1), 0)
         ins(RET, ALLOW)
     for a in sorted({a for _, a in _PID_CALLS.values()} | {1}):

@@ -142,7 +142,8 @@ func TestRunCannotReachOtherProcesses(t *testing.T) {
 // A warm run cannot touch its own fork server or supervisor, so what it
 // tries there never reaches the next run: after a run that tries to lower
 // the file-size limit, renice and pin every other pid it can name (the
-// fork server, its threads, the supervisor), the next run of the same warm
+// fork server, its threads, the supervisor), and to renice its uid and its
+// process group (the supervisor's), the next run of the same warm
 // interpreter writes a file bigger than that "limit" with no [LIMIT], at
 // normal priority.
 func TestWarmRunCannotTamperWithItsForkServer(t *testing.T) {
@@ -163,11 +164,12 @@ for pid in range(1, 4096):
             hit.append((pid, name))
         except OSError:
             pass
-try:
-    os.setpriority(os.PRIO_USER, os.getuid(), 19)
-    hit.append(("uid", "nice"))
-except OSError:
-    pass
+for which, who, name in ((os.PRIO_USER, os.getuid(), "uid"), (os.PRIO_PGRP, 0, "own group, the supervisor's")):
+    try:
+        os.setpriority(which, who, 19)
+        hit.append((name, "nice"))
+    except OSError:
+        pass
 print("PARENT", os.getppid() > 1, "HIT", hit)
 `})
 	if !strings.Contains(res.Stdout, "PARENT True HIT []") {
