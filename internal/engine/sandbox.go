@@ -73,6 +73,11 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		// launcher fails the run; only --run-as none runs as root.
 		RunAs: choice.Cred,
 	}
+	if settings.Policy != sandbox.PolicyNone && os.Geteuid() == 0 {
+		if err := sandbox.PrivateProcAvailable(); err != nil {
+			spec.NoPrivateProc = err.Error()
+		}
+	}
 	return spec, notes, nil
 }
 

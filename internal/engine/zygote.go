@@ -107,7 +107,7 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 			// few files of it).
 			ReadOnly:  append(slices.Clone(ro), w.driverPath, "/proc"),
 			ReadWrite: append(slices.Clone(b.ReadWrite), tmpRoot(e.cfg.StateDir)),
-			Hidden:    b.Hidden, RunAs: b.RunAs, ForkServer: true,
+			Hidden:    b.Hidden, RunAs: b.RunAs, ForkServer: true, NoPrivateProc: b.NoPrivateProc,
 		}
 		zbox.Limits = zbox.Limits.WithDefaults()
 		zbox.Limits.CPUSeconds = -1 // each run sets its own; the zygote's CPU time must not count

@@ -66,7 +66,7 @@ func (r *Run) buildNamespaces(a *syscall.ProcAttr) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	r.applied = append(r.applied, "IPC namespace of its own (SysV shared memory, semaphores, message queues and POSIX message queues are the run's and die with it)")
-	if r.pidNS {
+	if r.pidNS && r.privateProc {
 		// The init runs as root without capabilities (the bounding set is
 		// empty already): no run-as uid can limit or renice it.
 		init, err := startPIDNamespace(nil, r.cgroupFD(a))

@@ -271,6 +271,11 @@ type Spec struct {
 	// When what the run needs cannot be made reachable for it, the run
 	// fails; it never falls back to root.
 	RunAs *Credential `json:"run_as,omitempty"`
+	// NoPrivateProc, when set, says why the server found that runs cannot
+	// get a /proc of their own here (a kernel whose procfs lacks pidns=):
+	// the policy then cannot be enforced (runs fail closed unless
+	// BestEffort, which runs them in the launcher's PID namespace).
+	NoPrivateProc string `json:"no_private_proc,omitempty"`
 	// ForkServer says the spec confines a warm interpreter: with a root
 	// launcher its supervisors get their own view of its namespaces
 	// (SupervisorDir).

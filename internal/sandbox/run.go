@@ -30,6 +30,9 @@ type Run struct {
 	// nosuid,nodev mounts), IPC namespace and, with pidNS, PID namespace
 	// and /proc: a root launcher only.
 	privateNS bool
+	// privateProc: the PID namespace gets a /proc of its own (privateNS,
+	// and a kernel whose procfs takes pidns=).
+	privateProc bool
 	// reach: hidden ancestors of needed paths covered and the paths bound
 	// back, in that mount namespace (see reach.go).
 	reach *reachPlan
@@ -151,7 +154,14 @@ func Prepare(spec Spec) (*Run, error) {
 	// namespaces (and /proc); without root, strict still tries a PID
 	// namespace (it fails without privileges, and says so).
 	r.privateNS = confine && root
-	r.pidNS = r.privateNS || spec.Policy == PolicyStrict
+	r.privateProc = r.privateNS && spec.NoPrivateProc == ""
+	r.pidNS = r.privateProc || spec.Policy == PolicyStrict
+	if r.privateNS && !r.privateProc {
+		// Without a /proc of its own a PID namespace would show the host's
+		// processes under pids that mean others: not worth having, except
+		// under strict (which reads none of /proc's per-process files).
+		need("a PID namespace with its own /proc (every process outside the run unreachable): " + spec.NoPrivateProc)
+	}
 	if confine {
 		plan, err := planLandlock(&r.spec, r.abi, denyTCP, r.privateNS, "")
 		if err != nil {
@@ -390,9 +400,9 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			return fail(fmt.Errorf("sandbox: no_new_privs: %w", err))
 		}
 	}
-	if r.pidNS && !r.privateNS {
-		// Without root there is no private /proc to mount: the namespace
-		// still ends every process with the run.
+	if r.pidNS && !r.privateProc {
+		// Without a private /proc to mount (no root, or an old kernel),
+		// the namespace still ends every process with the run.
 		if _, err := startPIDNamespace(a.Sys.Credential, r.cgroupFD(a)); err != nil {
 			r.pidNS = false
 			r.skipped = append(r.skipped, "pid namespace: "+err.Error())
@@ -414,7 +424,7 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 	if err != nil {
 		return 0, fmt.Errorf("sandbox: start %s: %w", path, err)
 	}
-	if r.pidNS && !r.privateNS {
+	if r.pidNS && !r.privateProc {
 		r.applied = append(r.applied, "pid namespace (Python is pid 2 under a placeholder init; every process dies with the run)")
 	}
 	return pid, nil

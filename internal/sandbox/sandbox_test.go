@@ -758,3 +758,29 @@ for p in ["/proc/1/cmdline", "/proc/self/status", "/etc/hostname", "/root", "/ho
 		}
 	}
 }
+
+// On a kernel whose procfs cannot show a PID namespace of the run's own
+// (NoPrivateProc), the isolation the policy promises is missing: runs fail
+// closed naming it, and with best effort run in the launcher's PID
+// namespace (strict: in one without a /proc of its own) and say so.
+func TestNoPrivateProcFailsClosed(t *testing.T) {
+	needPython(t)
+	e := newEnv(t)
+	s := e.spec(PolicyWorkspace)
+	s.NoPrivateProc = "this kernel's procfs lacks pidns="
+	res := sandboxed(t, s, 20*time.Second, py("print('ran')")...)
+	if !strings.Contains(res.StartErr, "cannot be enforced") || !strings.Contains(res.StartErr, "pidns=") {
+		t.Errorf("want a closed failure naming the missing /proc, got start=%q out=%q", res.StartErr, res.Stdout)
+	}
+	for _, p := range []Policy{PolicyWorkspace, PolicyStrict} {
+		s := e.spec(p)
+		s.NoPrivateProc, s.BestEffort = "this kernel's procfs lacks pidns=", true
+		res := sandboxed(t, s, 20*time.Second, py("import os; print('pid', os.getpid() == 2)")...)
+		if res.StartErr != "" || !strings.Contains(res.Report.Notes(), "own /proc") {
+			t.Errorf("%s best effort: start=%q notes=%q", p, res.StartErr, res.Report.Notes())
+		}
+		if want := p == PolicyStrict; !strings.Contains(res.Stdout, fmt.Sprintf("pid %v", map[bool]string{true: "True", false: "False"}[want])) {
+			t.Errorf("%s best effort: %q (strict keeps its PID namespace)", p, res.Stdout)
+		}
+	}
+}
