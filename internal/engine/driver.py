@@ -33,6 +33,8 @@
 #                            or E (EOF)
 #   G -> zygote (pipe):      "T<pid>\n" a spare was taken (not for serial runs),
 #                            "E<pid>\n" EOF
+#   S -> zygote (pipe):      "D<pid>\n" what a run left could not be removed:
+#                            stop serving
 #   S -> server (status):    JSON lines like internal/launcher's Event; the
 #                            status channel is a socket, so the server learns
 #                            G's pid in its own PID namespace from the kernel
@@ -60,8 +62,10 @@
 # run at a time. With clean, S reports the run's exit, then empties both
 # (every file in /dev/shm at any depth; every SysV segment, semaphore and
 # message queue; every POSIX message queue), checks they are empty, and
-# reports "clean", or "dirty" and why: the server hands the zygote its next
-# run only after "clean", and retires it otherwise.
+# reports "clean", or "dirty" and why. Only then does S fork the next G,
+# which reads the next request (the server may have sent it meanwhile: it
+# waits in the socket); after "dirty" S tells the zygote to stop instead,
+# and the server retires it.
 import sys
 
 _startup_modules = set(sys.modules)
@@ -155,9 +159,9 @@ def _zygote():
             data = b""
         for line in data.split(b"\n"):
             line = line.strip(b"\x00" + bytes([signal.SIGCHLD]))
-            if line[:1] in (b"T", b"E") and line[1:].isdigit():
+            if line[:1] in (b"T", b"E", b"D") and line[1:].isdigit():
                 live.discard(int(line[1:]))
-                if line[:1] == b"E":
+                if line[:1] in (b"E", b"D"):
                     eof = True
         while True:  # reap finished supervisors
             try:
@@ -322,7 +326,11 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             problem = "%s: %s" % (type(e).__name__, e)
         if problem:
             _emit(os, status, '{"kind":"dirty","error":%s}\n' % json.dumps(problem))
-            serial = False  # the server retires the zygote: nothing more to serve
+            # Nothing more may run here: the zygote stops forking (a request
+            # already queued for the next run then reaches nobody, and the
+            # server starts it cold).
+            _note(os, notify_w, b"D%d\n" % os.getpid())
+            serial = False
         else:
             _emit(os, status, '{"kind":"clean"}\n')
     os.close(status)
@@ -332,12 +340,11 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
 def _cleanup(os, libc):
     """Remove what a run left in what the zygote's runs share (run by S, as
     the run's uid, once every process of the run is gone); return what could
-    not be removed, or None. Found nothing (the common case): nothing to
-    check again."""
+    not be removed, or None. Found nothing (the common case: five system
+    calls): nothing to check again."""
     problems = []
     found = 0
-    shm = os.listdir("/dev/shm")
-    if shm:
+    if os.listdir("/dev/shm"):
         found += 1
         try:
             _empty_dir(os, "/dev/shm")
@@ -346,15 +353,19 @@ def _cleanup(os, libc):
     for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
                          ("sem", lambda i: libc.semctl(i, 0, 0)),
                          ("msg", lambda i: libc.msgctl(i, 0, None))):
+        if not _ipc_count(libc, kind):
+            continue
         for ident in _ipc_ids(os, kind):
             found += 1
             if remove(ident) != 0:
                 import ctypes
 
                 problems.append("SysV %s %d: %s" % (kind, ident, os.strerror(ctypes.get_errno())))
-    if not os.path.isdir(_MQUEUE):
-        return "no message queue filesystem to check"
-    for name in os.listdir(_MQUEUE):
+    try:
+        queues = os.listdir(_MQUEUE)
+    except OSError as e:
+        return "no message queue filesystem to check: %s" % e
+    for name in queues:
         found += 1
         try:
             os.unlink(os.path.join(_MQUEUE, name))
@@ -367,12 +378,27 @@ def _cleanup(os, libc):
     if left:
         problems.append("/dev/shm still holds %d entries" % len(left))
     for kind in ("shm", "sem", "msg"):
-        ids = _ipc_ids(os, kind)
-        if ids:
-            problems.append("%d SysV %s objects left" % (len(ids), kind))
+        n = _ipc_count(libc, kind)
+        if n:
+            problems.append("%d SysV %s objects left" % (n, kind))
     if os.listdir(_MQUEUE):
         problems.append("POSIX message queues left")
     return "; ".join(problems) or None
+
+
+def _ipc_count(libc, kind):
+    """How many SysV IPC objects of kind this IPC namespace holds (one
+    *_INFO call); -1 when the kernel does not say."""
+    import ctypes
+
+    buf = (ctypes.c_int * 32)()
+    if kind == "shm":  # SHM_INFO: struct shm_info starts with used_ids
+        r, n = libc.shmctl(0, 14, buf), buf[0]
+    elif kind == "sem":  # SEM_INFO: struct seminfo's semusz (sets in use)
+        r, n = libc.semctl(0, 0, 19, buf), buf[7]
+    else:  # MSG_INFO: struct msginfo's msgpool (queues in use)
+        r, n = libc.msgctl(0, 12, buf), buf[0]
+    return n if r >= 0 else -1
 
 
 def _ipc_ids(os, kind):

@@ -63,9 +63,10 @@ import (
 // at a time, because its runs share its /dev/shm and its IPC, PID and
 // network namespaces: the run stacks a seccomp layer under which it cannot
 // name the zygote's own processes (driver.py), S empties /dev/shm and the
-// IPC namespace after each run and reports "clean" before the zygote gets
-// its next run (warmrun.go), and concurrent runs get zygotes of their own,
-// up to PerInterpreter per key.
+// IPC namespace after each run before it forks the next run's process, and
+// reports "clean" (or "dirty": the zygote stops, and is retired; see
+// warmrun.go), and concurrent runs get zygotes of their own, up to
+// PerInterpreter per key.
 //
 // Zygotes are keyed by interpreter and sandbox (settings, identity,
 // workspace, hidden trees), retired when idle, when a directory on their
@@ -314,13 +315,6 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		},
 		broken: func(why string) {
 			w.broken(z, why)
-		},
-		exited: func() {
-			// Cleaning up after a run is short: runs waiting for the
-			// zygote wait for it (see acquire).
-			w.mu.Lock()
-			z.busySince = time.Now()
-			w.mu.Unlock()
 		},
 	})
 	if err != nil {

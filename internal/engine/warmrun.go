@@ -25,11 +25,10 @@ import (
 
 // warmHooks connect a warm run to its pool.
 type warmHooks struct {
-	release func()       // frees the zygote once the run is over (and cleaned up after)
+	release func()       // frees the zygote once the run is over
 	cleanup func(func()) // runs the cgroup's removal off the run's path
 	lost    func()       // the run turned out never to have started
 	broken  func(string) // the zygote cannot serve another run (why)
-	exited  func()       // the run is over; its supervisor still cleans up after it
 }
 
 // start hands p to one of the zygote's spare runs, with box (the run's
@@ -279,12 +278,15 @@ func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
 	}
 	r.mu.Unlock()
 	r.finish()
-	if r.gotFinal && r.clean && r.hooks.exited != nil {
-		r.hooks.exited()
+	// The zygote may take its next run now: its supervisor forks the next
+	// run's process only once it has emptied what the runs share, so a
+	// request sent meanwhile waits in the control socket. If it could not
+	// (or says nothing), the zygote stops serving and is retired, and a
+	// request waiting there reaches nobody and starts cold.
+	if r.hooks.release != nil {
+		r.hooks.release()
 	}
 	close(r.done)
-	// The zygote serves its next run once the supervisor has emptied what
-	// its runs share; it is retired if it could not, or said nothing.
 	why := ""
 	switch {
 	case !r.gotFinal && r.startErr == nil && !r.killed.Load():
@@ -305,9 +307,6 @@ func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
 	}
 	if why != "" && r.hooks.broken != nil {
 		r.hooks.broken(why)
-	}
-	if r.hooks.release != nil {
-		r.hooks.release()
 	}
 }
 
