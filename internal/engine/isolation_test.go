@@ -122,6 +122,7 @@ func TestRunCannotReachOtherProcesses(t *testing.T) {
 		args = append(args, fmt.Sprintf("forkserver:%d", z))
 	}
 	res := run(t, e, Request{ScriptPath: script, Args: args, Timeout: 60})
+	t.Logf("target run pid %d; prober: %s", target, strings.SplitN(res.Stdout, "\n", 2)[0])
 	writeFile(t, release, "")
 	tres := <-done
 	if res.ExitCode != 0 || strings.Contains(res.Stdout, "REACHED") || !strings.Contains(res.Stdout, "SWEEP 0 reachable") {

@@ -48,9 +48,13 @@ def attempts(pid):
     ]
 
 
+print("SELF", os.getpid())
 for target in sys.argv[1:]:
     label, _, pid = target.partition(":")
     pid = int(pid)
+    if pid == os.getpid():
+        print(label, "is this process's own pid here: not a target")
+        continue
     for name, f in attempts(pid):
         e = errno_of(f)
         print(label, name, "REACHED" if e == 0 else "DENIED %d" % e)
