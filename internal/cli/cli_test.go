@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/buildinfo"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/launcher"
@@ -91,7 +93,7 @@ func TestRunCommand(t *testing.T) {
 		{"rejected request exits 2", []string{"run", "../outside.py"}, nil, "", 2, "", "outside the workspace"},
 		{"bad env value names the variable", []string{"run", "-c", "1"}, []string{"PYEXEC_MAX_TIMEOUT=soon"}, "", 2, "", "PYEXEC_MAX_TIMEOUT"},
 		{"nothing to run", []string{"run"}, nil, "", 2, "", "give -c CODE or a FILE"},
-		{"version", []string{"version"}, nil, "", 0, "pyexec " + Version + "\n", ""},
+		{"version", []string{"version"}, nil, "", 0, buildinfo.Read().String() + "\n", ""},
 		{"help", []string{"run", "--help"}, nil, "", 0, "", "PYEXEC_WORKSPACE"},
 		{"unknown command", []string{"frobnicate"}, nil, "", 2, "", "unknown command"},
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,7 +71,7 @@ func TestMCPJobAfterServerSIGKILL(t *testing.T) {
 		t.Fatalf("the run's child is not running: %v", markedProcesses(mark))
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cs.Close()

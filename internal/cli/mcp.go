@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,6 +88,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer store.Close()
 	logger.Debug("MCP tools", "toolsets", toolsets)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store})
+	hintIfTerminal(os.Stdin, stderr)
 	if err := srv.Run(ctx, mcpserver.TaskTransport(&mcp.StdioTransport{})); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1

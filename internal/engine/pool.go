@@ -1,3 +1,5 @@
+//go:build linux
+
 package engine
 
 import (
@@ -77,93 +79,6 @@ import (
 //go:embed driver.py
 var driverSource []byte
 
-// WarmConfig configures warm interpreters.
-type WarmConfig struct {
-	// Spares is how many runs each warm interpreter keeps pre-forked and
-	// ready; 0 disables warm interpreters (every run starts cold).
-	Spares int
-	// Preload lists modules each warm interpreter imports before it forks
-	// (e.g. numpy,pandas): runs find them imported.
-	Preload []string
-	// MaxInterpreters bounds how many warm interpreters are kept in all;
-	// the least recently used is retired. Default 4 (at least
-	// PerInterpreter).
-	MaxInterpreters int
-	// PerInterpreter bounds how many warm interpreters one interpreter and
-	// sandbox may have at once. A confined one serves one run at a time, so
-	// this is how many confined runs can start warm concurrently. Default:
-	// the number of CPUs, at least 2.
-	PerInterpreter int
-	// IdleTimeout retires a warm interpreter unused for this long.
-	// Default 10 minutes.
-	IdleTimeout time.Duration
-
-	// wait makes a run wait for its warm interpreter to be ready instead of
-	// running cold meanwhile (tests use it to exercise the warm path).
-	wait bool
-	// off keeps warm interpreters off even when tests force them on.
-	off bool
-	// busyWait and shortRun replace the constants of the same names (tests).
-	busyWait, shortRun time.Duration
-	// waiting counts runs waiting for a busy key (tests watch it).
-	waiting *atomic.Int32
-}
-
-// WarmStats counts how runs were started.
-type WarmStats struct {
-	Warm        uint64            `json:"warm" jsonschema:"Runs forked from a warm interpreter."`
-	Cold        uint64            `json:"cold" jsonschema:"Runs that started a fresh interpreter."`
-	ColdReasons map[string]uint64 `json:"cold_reasons,omitempty" jsonschema:"Why runs started cold, with counts (e.g. a warm interpreter still starting, startup environment differs)."`
-	Zygotes     int               `json:"zygotes" jsonschema:"Warm interpreters (fork servers) running now."`
-}
-
-// runProcess is a started run: a launcher, or a warm supervisor.
-type runProcess interface {
-	Done() <-chan struct{}
-	Terminate()
-	Wait() (launcher.Event, error)
-}
-
-// startProcess starts p warm when it can, cold otherwise.
-func (e *Engine) startProcess(p *prepared, opts launcher.Options, warm bool) (runProcess, error) {
-	spec := launcher.Spec{Argv: p.argv, Env: p.env, Dir: p.dir, Grace: e.cfg.KillGrace, ExtraFiles: len(p.extraFiles), Sandbox: p.sandbox}
-	if e.warm != nil && warm {
-		if r := e.warm.start(p, opts); r != nil {
-			return r, nil
-		}
-	}
-	proc, err := launcher.Start(spec, opts)
-	if err != nil {
-		return nil, err
-	}
-	return proc, nil
-}
-
-// closeWarm stops the warm interpreters (runs still in flight on them are
-// killed); Engine.Close calls it.
-func (e *Engine) closeWarm() {
-	if e.warm != nil {
-		e.warm.close()
-	}
-}
-
-// WarmStatsIfOn is WarmStats, or nil when warm interpreters are off.
-func (e *Engine) WarmStatsIfOn() *WarmStats {
-	if e.warm == nil {
-		return nil
-	}
-	st := e.warm.statsSnapshot()
-	return &st
-}
-
-// WarmStats reports how runs were started so far.
-func (e *Engine) WarmStats() WarmStats {
-	if e.warm == nil {
-		return WarmStats{}
-	}
-	return e.warm.statsSnapshot()
-}
-
 // warmPool holds the zygotes, by key (warmKey).
 type warmPool struct {
 	e   *Engine
@@ -177,10 +92,6 @@ type warmPool struct {
 	closed   bool
 	bg       sync.WaitGroup
 	quit     chan struct{}
-
-	// nulFree remembers inline code files (named by their content hash,
-	// so immutable) already checked for NUL bytes.
-	nulFree map[string]struct{}
 
 	driverOnce sync.Once
 	driverPath string
@@ -232,7 +143,7 @@ func newWarmPool(e *Engine) *warmPool {
 	if cfg.shortRun == 0 {
 		cfg.shortRun = shortRun
 	}
-	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
+	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
@@ -454,7 +365,7 @@ func (w *warmPool) accepts(z *zygote, p *prepared) (string, bool) {
 	if !ok {
 		return "startup environment differs", false
 	}
-	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir) {
+	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir, p.sandbox) {
 		return "PYTHONPATH shadows a startup module", false
 	}
 	reason := ""

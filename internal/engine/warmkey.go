@@ -1,3 +1,5 @@
+//go:build linux
+
 package engine
 
 // Which runs may start warm, and which warm interpreter they may use: a
@@ -5,7 +7,6 @@ package engine
 // zygote is keyed by interpreter and confinement.
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // ineligible says why p cannot run warm ("" when it can).
@@ -44,38 +46,13 @@ func (w *warmPool) ineligible(p *prepared) string {
 	if size > maxWarmRequest {
 		return "request too large"
 	}
-	if w.sourceHasNUL(p.argv[2]) {
+	if p.sourceNUL {
 		// How the file tokenizer treats NUL bytes changed within 3.11.x
 		// (older ones stop the line there, newer ones raise SyntaxError);
 		// compile() in the driver cannot reproduce both.
 		return "NUL in source"
 	}
 	return ""
-}
-
-func (w *warmPool) sourceHasNUL(path string) bool {
-	w.mu.Lock()
-	_, ok := w.nulFree[path]
-	w.mu.Unlock()
-	if ok {
-		return false
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false // the run will report it
-	}
-	if bytes.IndexByte(data, 0) >= 0 {
-		return true
-	}
-	if filepath.Dir(path) == codeDir(w.e.cfg.StateDir) {
-		w.mu.Lock()
-		if len(w.nulFree) >= 4096 {
-			clear(w.nulFree)
-		}
-		w.nulFree[path] = struct{}{}
-		w.mu.Unlock()
-	}
-	return false
 }
 
 // warmKey names the zygotes a run can use: its interpreter and what the
@@ -182,10 +159,15 @@ func sameStartupEnv(want map[string]string, env []string) (ok bool, pythonPath s
 // after startup is the same as having them at startup: no entry may hold a
 // module the zygote imported at startup (cold, it would have shadowed it) or
 // a sitecustomize/usercustomize (site imports those at startup).
-func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
+func (z *zygote) pythonPathSafe(pythonPath, cwd string, run *sandbox.Spec) bool {
 	for _, dir := range filepath.SplitList(pythonPath) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cwd, dir)
+		}
+		if !mayList(run, dir) {
+			// The run could not list it: decide nothing from what the
+			// server sees there (it names any directory a request likes).
+			return false
 		}
 		fi, err := os.Stat(dir)
 		if err != nil {
@@ -206,6 +188,35 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 		}
 	}
 	return true
+}
+
+// mayList reports whether a run confined by spec could list dir: it lies in
+// what the run is granted (bound for it when hidden), or its mode bits let
+// the run-as user read it.
+func mayList(spec *sandbox.Spec, dir string) bool {
+	if spec == nil || spec.RunAs == nil {
+		return true
+	}
+	for _, g := range append(append([]string{spec.Workspace, spec.TmpDir}, spec.ReadOnly...), spec.ReadWrite...) {
+		if g != "" && workspace.Within(g, filepath.Clean(dir)) {
+			return true
+		}
+	}
+	if sandbox.CheckAccess(spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) == nil {
+		return true
+	}
+	// A missing directory holds nothing to import, which the run could
+	// see only if it may search the nearest ancestor that exists.
+	for p := dir; ; {
+		if _, err := os.Lstat(p); err == nil {
+			return p != dir && sandbox.CheckAccess(spec.RunAs, p, sandbox.AccessExec) == nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
+	}
 }
 
 // sameHome reports whether env differs from the zygote's startup

@@ -1,3 +1,5 @@
+//go:build linux
+
 package engine
 
 // One run on a warm interpreter: the RUN message and descriptors handed to a
@@ -99,15 +101,6 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, 
 	go r.readStatus(statusR, opts.OnStart)
 	return r, nil
 }
-
-// errWarmLost says a warm run never started: nobody took the request (the
-// zygote died with it queued), or the fork could not confine itself or see
-// the run's file. Nothing of the run ran, so it can start cold.
-var errWarmLost = errors.New("warm interpreter did not start the run")
-
-// errSupervisorLost says a warm run's supervisor died before it reported
-// how the run ended: the run's exit status is unknown, and is not made up.
-var errSupervisorLost = errors.New("the warm interpreter's supervisor died before reporting the run's exit status; the run's outcome is unknown (internal error; the warm interpreter was retired)")
 
 // boxFields is the RUN message's confinement field (see driver.py).
 type boxFields struct {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package engine
 
 // The lifecycle of one fork server: spawned through the launcher under its

@@ -12,7 +12,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
-	"github.com/pyexec/pyexec/internal/testutil/procs"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 func openJobs(t *testing.T, cfg engine.Config, jc jobs.Config) *LocalJobs {
@@ -100,8 +100,8 @@ func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
 	ws := t.TempDir()
 	lj := openJobs(t, engine.Config{Workspace: ws}, jobs.Config{})
 	ctx := context.Background()
-	mark := procs.Mark(t)
-	code := procs.Sleeper(mark) + "import time\nprint('started', flush=True)\ntime.sleep(600)"
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + "import time\nprint('started', flush=True)\ntime.sleep(600)"
 	out, err := lj.RunOrHandoff(ctx, engine.Request{Code: code}, SyncOptions{Budget: 300 * time.Millisecond, Label: "long"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -120,14 +120,14 @@ func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
 		got += ch.Stdout
 		cur.StdoutOffset = ch.StdoutOffset
 	}
-	if len(procs.Marked(mark)) != 1 {
-		t.Fatalf("the run's child is not running: %v", procs.Marked(mark))
+	if len(proc.Marked(mark)) != 1 {
+		t.Fatalf("the run's child is not running: %v", proc.Marked(mark))
 	}
 	j, err := lj.Cancel(ctx, out.Job.ID)
 	if err != nil || j.Status != jobs.StatusCancelled {
 		t.Fatalf("cancel: %+v %v", j, err)
 	}
-	if left := procs.Marked(mark); len(left) > 0 {
+	if left := proc.Marked(mark); len(left) > 0 {
 		t.Fatalf("processes %v alive after cancel returned", left)
 	}
 	list, _ := lj.Jobs(ctx, jobs.Filter{Label: "long"})

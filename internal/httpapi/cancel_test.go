@@ -14,13 +14,13 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/httpapi"
-	"github.com/pyexec/pyexec/internal/testutil/procs"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 // startedScript starts a child marked with mark (a run's pids are its own
-// PID namespace's: see procs), writes file, then sleeps.
+// PID namespace's: see testutil/proc), writes file, then sleeps.
 func startedScript(file, mark string) string {
-	return procs.Sleeper(mark) + "import os, time\nopen(" + strconv.Quote(file+".tmp") + ", 'w').write('started')\nos.rename(" + strconv.Quote(file+".tmp") + ", " + strconv.Quote(file) + ")\ntime.sleep(120)"
+	return proc.Sleeper(mark) + "import os, time\nopen(" + strconv.Quote(file+".tmp") + ", 'w').write('started')\nos.rename(" + strconv.Quote(file+".tmp") + ", " + strconv.Quote(file) + ")\ntime.sleep(120)"
 }
 
 // waitFor polls cond (the events watched here happen in other processes;
@@ -46,7 +46,7 @@ func waitStarted(t *testing.T, file string) {
 
 func waitGone(t *testing.T, mark string) {
 	t.Helper()
-	waitFor(t, "the cancelled run's processes to die", func() bool { return len(procs.Marked(mark)) == 0 })
+	waitFor(t, "the cancelled run's processes to die", func() bool { return len(proc.Marked(mark)) == 0 })
 }
 
 // TestCancellationKillsRemoteRuns: a caller that gives up kills the run on
@@ -59,7 +59,7 @@ func TestCancellationKillsRemoteRuns(t *testing.T) {
 
 	t.Run("client", func(t *testing.T) {
 		c, _ := httpapi.NewClient(ts.URL, httpapi.ClientOptions{})
-		file, mark := filepath.Join(f.workspace, "started-client"), procs.Mark(t)
+		file, mark := filepath.Join(f.workspace, "started-client"), proc.Mark(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
@@ -84,7 +84,7 @@ func TestCancellationKillsRemoteRuns(t *testing.T) {
 		if cs.ID() != "" {
 			t.Fatal("expected a stateless session")
 		}
-		file, mark := filepath.Join(f.workspace, "started-mcp"), procs.Mark(t)
+		file, mark := filepath.Join(f.workspace, "started-mcp"), proc.Mark(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -24,10 +25,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/cluster"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 	"github.com/pyexec/pyexec/internal/scripts"
+	"github.com/pyexec/pyexec/internal/ui"
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // Defaults of the server options.
@@ -70,9 +74,17 @@ type Options struct {
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request headers (slow-loris protection; default 10 s).
 	ReadHeaderTimeout time.Duration
+	// Envs, when set, lists the cached dependency environments for the
+	// audit page (engine.Environments().List).
+	Envs func(context.Context) ([]uvenv.EnvInfo, error)
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2 minutes). It does not limit how long a run may take.
 	ReadTimeout time.Duration
+	// Router, when set, makes this server one replica of a set sharing a
+	// PostgreSQL store: MCP session ids name this replica, a request for
+	// another replica's session is forwarded there (404 when it is gone),
+	// and every response says which replica answered (X-Pyexec-Node).
+	Router *cluster.Router
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -83,6 +95,7 @@ type Server struct {
 	ex      executor.Executor    // what every front end here calls (adm, or admittedJobs)
 	jx      executor.JobExecutor // ex when the executor runs background jobs, else nil
 	m       *metrics
+	runs    *ui.RunLog // recent sync runs, for the audit page
 	mcp     *mcp.Server
 	handler http.Handler
 
@@ -117,8 +130,8 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds)}
-	s.adm = &admitted{Executor: opts.Executor, m: s.m, limit: int64(max(opts.MaxInFlight, 0))}
+	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds), runs: ui.NewRunLog(0)}
+	s.adm = &admitted{Executor: opts.Executor, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
 	s.ex = s.adm
 	if jx, ok := opts.Executor.(executor.JobExecutor); ok {
 		w := &admittedJobs{JobExecutor: jx, a: s.adm}
@@ -129,7 +142,11 @@ func NewServer(opts Options) (*Server, error) {
 	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
 	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts})
+	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts}
+	if opts.Router != nil {
+		mopts.SessionID = opts.Router.NewID
+	}
+	s.mcp = mcpserver.New(s.ex, mopts)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -142,6 +159,10 @@ func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
 type routeOpts struct {
 	public bool // no token needed (/health only)
+	// browser routes (the audit page) also accept the login cookie, and
+	// answer a request with neither token nor cookie with a login or a
+	// refusal page (ui.go).
+	browser bool
 	// untracked requests do not hold off graceful shutdown (MCP's
 	// standalone GET stream lives as long as its session).
 	untracked func(*http.Request) bool
@@ -165,6 +186,7 @@ func (s *Server) routes() http.Handler {
 	}
 	s.envRoutes(handle)     // envs.go
 	s.qualityRoutes(handle) // quality.go
+	s.uiRoutes(handle)
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))
@@ -212,6 +234,9 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			s.m.httpLatency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}()
 		w = sw
+		if s.opts.Router != nil {
+			w.Header().Set(NodeHeader, s.opts.Router.NodeID())
+		}
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
 			writeError(w, newAPIError(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down"))
@@ -227,7 +252,10 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			writeError(w, newAPIError(http.StatusForbidden, CodeForbidden, "%v", err))
 			return
 		}
-		if !o.public && !s.authorized(r) {
+		if !o.public && !s.authorized(r) && !(o.browser && s.browserAuthorized(r)) {
+			if o.browser && s.browserGate(w, r) {
+				return
+			}
 			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" (the server's --token)"))
 			return
 		}
@@ -235,7 +263,7 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			s.active.add()
 			defer s.active.done()
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(withRoute(r.Context(), name)))
 	})
 }
 

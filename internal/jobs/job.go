@@ -52,6 +52,9 @@ const (
 	MsgRestarted = "server restarted while the job was running"
 	MsgShutdown  = "server shut down while the job was running"
 	MsgCancelled = "cancelled by request"
+	// MsgNodeLost is the error of a job whose node (a replica sharing a
+	// PostgreSQL store) went silent past Config.NodeLostAfter.
+	MsgNodeLost = "node_lost: the pyexec node running this job stopped heartbeating (it died or lost the database); output up to its last flush is kept"
 )
 
 var (
@@ -77,6 +80,10 @@ type RunInfo struct {
 	ExecutionStrategy string  `json:"execution_strategy,omitempty" jsonschema:"How the interpreter was chosen (system-python, venv, uv-env, uv-project)."`
 	PythonVersionUsed string  `json:"python_version_used,omitempty" jsonschema:"Version of the interpreter that ran the code."`
 	Executable        string  `json:"executable,omitempty" jsonschema:"Path of the interpreter that ran the code."`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes,omitempty" jsonschema:"Largest resident set size of any one process of the run (kernel rusage)."`
+	PeakMemoryBytes   int64   `json:"peak_memory_bytes,omitempty" jsonschema:"High-water mark of the run's cgroup, all its processes together; absent when the run had no cgroup."`
+	LimitExceeded     string  `json:"limit_exceeded,omitempty" jsonschema:"Which resource limit the run hit, if any: memory, cpu, processes or file_size."`
+	Sandbox           string  `json:"sandbox,omitempty" jsonschema:"Confinement the run had: policy, network and the user it ran as."`
 }
 
 // Job is one job's metadata. Output is not part of it: read it with
@@ -110,6 +117,17 @@ type Job struct {
 	// (they often hold secrets and the store is a plain file). List leaves it
 	// nil unless Filter.IncludeRequest is set.
 	Request *engine.Request `json:"request,omitempty" jsonschema:"The request the job runs (env_vars values redacted)."`
+
+	// epoch is the claim this node holds on the job in a shared store
+	// (fencing, see pgstore.go); 0 with SQLite.
+	epoch int64
+	// quiet marks a synchronous run not (yet) handed off: no other replica
+	// knows its id, so its writes notify nobody and its output is flushed
+	// on the FlushInterval tick only (shared stores).
+	quiet bool
+	// tail is the output not yet flushed when the job ended; the final
+	// update writes it in the same statement (shared stores).
+	tail *outputTail
 }
 
 // Filter selects jobs for List.

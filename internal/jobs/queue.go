@@ -77,6 +77,9 @@ func (m *Manager) runJob(lj *liveJob) {
 	if !skip {
 		lj.persist()
 		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusRunning})
+		if m.sh != nil {
+			lj.flusher = m.sh.startFlusher(lj)
+		}
 		res, runErr = m.execute(ctx, lj)
 	}
 	m.finishRun(ctx, lj, res, runErr)
@@ -136,12 +139,18 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 			ExecutionStrategy: res.ExecutionStrategy,
 			PythonVersionUsed: res.PythonVersionUsed,
 			Executable:        res.Executable,
+			PeakRSSBytes:      res.PeakRSSBytes,
+			PeakMemoryBytes:   res.PeakMemoryBytes,
+			LimitExceeded:     res.LimitExceeded,
+			Sandbox:           res.Sandbox,
 		}
 		r := res
 		lj.result = &r
 	}
 	lj.runErr = runErr
 	switch {
+	case lj.fenced:
+		j.Status, j.Error = StatusFailed, MsgNodeLost
 	case lj.cancelRequested:
 		j.Status, j.Error = StatusCancelled, MsgCancelled
 	case m.baseCtx.Err() != nil:
@@ -177,10 +186,16 @@ func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
 // once a job leaves the live map, readers go to the database, which must
 // already hold the final state.
 func (m *Manager) finalize(lj *liveJob, ev Event) {
+	if m.sh != nil {
+		m.sh.finishFlush(lj)
+	}
 	lj.persist()
 	lj.mu.Lock()
 	lj.broadcastLocked()
 	lj.mu.Unlock()
 	close(lj.done)
 	m.hub.publish(ev)
+	if m.sh != nil {
+		m.sh.afterFinal(lj)
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyexec/pyexec/internal/testutil/procs"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 // waitGone polls until no process of the run marked with mark is left (a
@@ -13,5 +13,5 @@ import (
 // there is no event to wait on from the client side.
 func waitGone(t *testing.T, mark string) {
 	t.Helper()
-	procs.WaitGone(t, mark, 15*time.Second)
+	proc.WaitGone(t, mark, 15*time.Second)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
-	"github.com/pyexec/pyexec/internal/testutil/procs"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 // jobHarness is a go-sdk client on a server whose executor runs jobs.
@@ -129,8 +129,8 @@ func TestQuickSyncRunLeavesNoJob(t *testing.T) {
 func TestAsyncCancelListPrune(t *testing.T) {
 	h := newJobHarness(t, time.Minute)
 	ctx := context.Background()
-	mark := procs.Mark(t)
-	code := procs.Sleeper(mark) + "import time\nprint('up', flush=True)\ntime.sleep(600)"
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + "import time\nprint('up', flush=True)\ntime.sleep(600)"
 	res := h.call(t, ctx, "run_python", map[string]any{"code": code, "mode": "async", "job_label": "sleeper"}, nil)
 	out := decode[RunPythonOutput](t, res)
 	if res.IsError || out.JobID == "" {
@@ -286,8 +286,8 @@ func TestCancelledSyncCallKillsJobBackedRun(t *testing.T) {
 			cancel()
 		}
 	}
-	mark := procs.Mark(t)
-	code := procs.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q + '.tmp', 'w').write(str(os.getpid()))\nos.rename(%q + '.tmp', %q)\ntime.sleep(600)", pidFile, pidFile, pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q + '.tmp', 'w').write(str(os.getpid()))\nos.rename(%q + '.tmp', %q)\ntime.sleep(600)", pidFile, pidFile, pidFile)
 	params := &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code}}
 	params.SetProgressToken("tok-cancel")
 	if _, err := h.session.CallTool(ctx, params); err == nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/scripts"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
-	"github.com/pyexec/pyexec/internal/testutil/procs"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite the schema snapshots in testdata")
@@ -348,8 +348,8 @@ func TestCancelledCallKillsTheRun(t *testing.T) {
 			cancel() // the script is running and has written its pid
 		}
 	}
-	mark := procs.Mark(t)
-	code := procs.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
 	params := &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}}
 	params.SetProgressToken("tok-cancel")
 	if _, err := h.session.CallTool(ctx, params); err == nil {

@@ -1,9 +1,6 @@
 package sandbox
 
-import (
-	"strings"
-	"syscall"
-)
+import "strings"
 
 // Limit names reported in Report.LimitExceeded.
 const (
@@ -44,31 +41,13 @@ type Report struct {
 	PrivateProc bool `json:"private_proc,omitempty"`
 }
 
-// classify derives the exceeded limit from evidence, most specific first.
-func classify(ws syscall.WaitStatus, cpuSeconds float64, st cgroupStats, lim Limits) string {
-	switch {
-	case st.OOMKills > 0:
-		return LimitMemory
-	case ws.Signaled() && ws.Signal() == syscall.SIGXCPU:
-		return LimitCPU
-	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && lim.CPUSeconds > 0 &&
-		cpuSeconds >= float64(lim.CPUSeconds):
-		return LimitCPU
-	case ws.Signaled() && ws.Signal() == syscall.SIGXFSZ:
-		return LimitFileSize
-	case st.PidsMaxHits > 0:
-		return LimitProcesses
-	}
-	return ""
-}
-
 // LimitFromStderr refines the report with evidence only the output shows:
 // CPython ignores SIGXFSZ (it gets EFBIG instead), a RLIMIT_AS cap surfaces
 // as MemoryError, and RLIMIT_NPROC as EAGAIN from fork. Pass the tail of
 // the run's stderr. It returns rep.LimitExceeded when that is already set.
 // The limits it names are the run's own: nothing outside a run can change
 // them (no other process can reach it, or the warm interpreter it was
-// forked from; see pidns.go and warm.go).
+// forked from; see pidns_linux.go and warm_linux.go).
 func LimitFromStderr(rep Report, stderrTail string, exitCode int) string {
 	if rep.LimitExceeded != "" || exitCode == 0 {
 		return rep.LimitExceeded

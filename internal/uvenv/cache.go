@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // manifestName is the file inside every published env describing it. Its
@@ -36,6 +34,10 @@ type Manifest struct {
 	UVVersion     string        `json:"uv_version,omitempty"`
 	// Sealed: bytecode compiled and the env made read-only (seal.go).
 	Sealed bool `json:"sealed"`
+	// Confined: built by uv under a Confiner (something had to be built
+	// from source): its files were written by that build, and the server
+	// never executes them (confine.go).
+	Confined bool `json:"confined,omitempty"`
 }
 
 // EnvInfo is one cached environment as List reports it.
@@ -124,7 +126,7 @@ func (m *Manager) inUse(key string) bool {
 		return false
 	}
 	defer l.close()
-	ok, err := l.tryLock(unix.LOCK_EX)
+	ok, err := l.tryLock(lockEx)
 	return err == nil && !ok
 }
 
@@ -204,7 +206,7 @@ func (m *Manager) remove(key string) (bool, error) {
 		return false, err
 	}
 	defer l.close()
-	ok, err := l.tryLock(unix.LOCK_EX)
+	ok, err := l.tryLock(lockEx)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -253,7 +255,7 @@ func (m *Manager) cleanTmp() {
 		if err != nil {
 			continue
 		}
-		if got, _ := l.tryLock(unix.LOCK_EX); got {
+		if got, _ := l.tryLock(lockEx); got {
 			removeAll(path)
 		}
 		l.close()

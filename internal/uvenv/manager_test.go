@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/testutil/pyinterp"
@@ -76,6 +75,9 @@ func (f *fixture) manager(mod ...func(*Config)) *Manager {
 
 func ensure(t *testing.T, m *Manager, spec Spec) Env {
 	t.Helper()
+	if spec.Confine == nil {
+		spec.Confine = directConfiner
+	}
 	env, release, err := m.Ensure(context.Background(), spec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -444,7 +446,7 @@ print("failures:", failures)
 	cmd := exec.Command(env.Python, "-c", code, site)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "TMPDIR=/tmp"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	asNobody(t, cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("run as nobody: %v\n%s", err, out)
