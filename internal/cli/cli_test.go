@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/pyexec/pyexec/internal/buildinfo"
-	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/buildinfo"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -145,33 +145,38 @@ func TestServerDeathKillsRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	pidFile := filepath.Join(ws, "pids")
-	code := `import os, time
+	// A run's pids are those of its own PID namespace: its processes are
+	// found by a mark in their command lines.
+	mark := fmt.Sprintf("pyexec-mark-%d-server-death", os.Getpid())
+	code := fmt.Sprintf(`import os, subprocess, sys, time
 if os.fork() == 0:
     os.setsid()
-    with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
-    time.sleep(600)
-with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
+    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", %q])
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", %q])
 time.sleep(600)
-`
+`, mark, mark)
 	go cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}})
-	var pids []int
-	waitFor(t, func() bool {
-		data, _ := os.ReadFile(pidFile)
-		pids = nil
-		for _, f := range strings.Fields(string(data)) {
-			var p int
-			fmt.Sscan(f, &p)
-			pids = append(pids, p)
-		}
-		return len(pids) == 2
-	})
+	waitFor(t, func() bool { return len(markedProcesses(mark)) == 2 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range pids {
-		waitFor(t, func() bool { return proc.Gone(pid) })
+	waitFor(t, func() bool { return len(markedProcesses(mark)) == 0 })
+}
+
+// markedProcesses lists live processes whose command line holds mark.
+func markedProcesses(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), mark) {
+			out = append(out, pid)
+		}
 	}
+	return out
 }
 
 // waitFor polls cond until it holds, failing after 15 s. It is for states

@@ -2,11 +2,15 @@ package cli
 
 import (
 	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // engineFlags are the flags of every subcommand that runs Python.
@@ -50,6 +54,9 @@ func (f *engineFlags) config() (engine.Config, error) {
 	if err != nil {
 		return engine.Config{}, err
 	}
+	if err := checkWorkspace(f.workspace); err != nil {
+		return engine.Config{}, err
+	}
 	return engine.Config{
 		Sandbox:        box,
 		RunAs:          f.sandbox.runAs,
@@ -63,6 +70,35 @@ func (f *engineFlags) config() (engine.Config, error) {
 		Deps:           f.deps.config(),
 		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
 	}, nil
+}
+
+// checkWorkspace refuses a workspace (default: the current directory) that
+// would let runs write the system or the whole home directory, with what to
+// pass instead: a client that starts the server without --workspace starts
+// it wherever it is, often / or the home directory.
+func checkWorkspace(flag string) error {
+	ws := flag
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("workspace: %w (pass --workspace DIR)", err)
+		}
+		ws = wd
+	}
+	abs, err := filepath.Abs(ws)
+	if err == nil {
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+	}
+	if err := sandbox.CheckWorkspaceRoot(abs); err != nil {
+		how := "pass --workspace DIR (or set PYEXEC_WORKSPACE) with the project directory runs may write"
+		if flag == "" {
+			how = "the workspace defaults to the current directory; " + how
+		}
+		return fmt.Errorf("--workspace: %v; %s", err, how)
+	}
+	return nil
 }
 
 func splitList(s string) []string {

@@ -26,9 +26,9 @@ type sandboxFlags struct {
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	d := sandbox.DefaultLimits()
 	f.memory, f.fileSize = sizeFlag(d.MemoryBytes), sizeFlag(d.FileSizeBytes)
-	fs.StringVar(&f.policy, "sandbox", string(sandbox.DefaultPolicy), "confinement of every run: none, workspace (writes only in the workspace and a private temp dir) or strict (also no network, reads limited to Python and the workspace, own PID namespace); requests may only tighten it")
+	fs.StringVar(&f.policy, "sandbox", string(sandbox.DefaultPolicy), "confinement of every run: none, workspace (writes only in the workspace and a private temp dir; on a root server also PID, IPC and mount namespaces of its own) or strict (also no network, reads limited to Python and the workspace); requests may only tighten it")
 	fs.StringVar(&f.network, "network", "", "allow or deny network access for runs (default: deny under strict, allow otherwise)")
-	fs.StringVar(&f.runAs, "run-as", sandbox.RunAsAuto, "when the server is root, the user Python runs as: auto (nobody when it can reach the interpreter and write the workspace, counting what each run's private mount namespace binds from 0700 dirs like /root and an idmapped server-owned workspace; else root without capabilities), none, or a user name / uid[:gid]")
+	fs.StringVar(&f.runAs, "run-as", sandbox.RunAsAuto, "when the server is root, the user Python runs as: auto (nobody when it can reach the interpreter and write the workspace, counting what each run's private mount namespace binds from 0700 dirs like /root and an idmapped server-owned workspace; otherwise runs are refused with what to fix), none (root without capabilities), or a user name / uid[:gid]")
 	fs.BoolVar(&f.bestEffort, "sandbox-best-effort", false, "run even when the kernel cannot enforce everything the policy asks for; what was skipped is reported in every result")
 	fs.Var(&f.memory, "memory-limit", "memory cap of a run, all its processes together (bytes, or with K/M/G suffix; 0 or -1: unlimited)")
 	fs.Int64Var(&f.cpuSeconds, "cpu-limit", -1, "CPU seconds a run's process may use (RLIMIT_CPU); -1: unlimited")

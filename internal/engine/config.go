@@ -79,6 +79,9 @@ func (c *Config) setDefaults() error {
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
 		return fmt.Errorf("workspace %s is not a directory", ws)
 	}
+	if err := sandbox.CheckWorkspaceRoot(ws); err != nil {
+		return fmt.Errorf("%w; choose a project directory as the workspace", err)
+	}
 	c.Workspace = ws
 	if c.StateDir == "" {
 		c.StateDir = DefaultStateDir()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pyexec/pyexec/internal/testutil/gate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/testutil/gate"
 )
 
 // newTestEngine returns an engine over a fresh workspace and state dir.
@@ -127,6 +129,29 @@ func processGone(pid int) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
+// newMark returns a string unique to the test, for a run to put in its
+// processes' command lines: a run's pids are those of its own PID
+// namespace, so leftovers are found by what they carry.
+func newMark(t *testing.T) string {
+	return fmt.Sprintf("pyexec-mark-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+}
+
+// marked lists live processes whose command line holds mark.
+func marked(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), mark) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 var pidLine = regexp.MustCompile(`(?m)^pid:(\d+)$`)
 
 func pidsIn(t *testing.T, s string) []int {
@@ -139,24 +164,39 @@ func pidsIn(t *testing.T, s string) []int {
 	return pids
 }
 
+// pidObserver records the pid (in the server's PID namespace) a run starts with.
+type pidObserver struct{ pid atomic.Int64 }
+
+func (o *pidObserver) Started(pid int)           { o.pid.Store(int64(pid)) }
+func (o *pidObserver) Output(s Stream, p []byte) {}
+
 // A grandchild that leaves the process group with setsid() must still die
 // with the run: on timeout and when the main process exits normally.
 func TestRunKillsWholeTree(t *testing.T) {
 	e, _ := newTestEngine(t)
 	daemon := `
 import os, sys, time
+r, w = os.pipe()
 def spawn():
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:          # double fork: orphaned grandchild
             sys.stdout.write(f"pid:{os.getpid()}\n")  # one write: lines never interleave
-            time.sleep(1000)
+            sys.stdout.flush()
+            os.write(w, b"x")
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(1000)", sys.argv[1]])
         os._exit(0)
 spawn()
+os.read(r, 1)  # the grandchild is on its way
 sys.stdout.write(f"pid:{os.getpid()}\n")
 `
 	t.Run("timeout", func(t *testing.T) {
-		res := run(t, e, Request{Code: daemon + "sys.stdout.write('partial\\n')\ntime.sleep(1000)\n", Timeout: 1})
+		mark := newMark(t)
+		obs := &pidObserver{}
+		res, err := e.Run(context.Background(), Request{Code: daemon + "sys.stdout.write('partial\\n')\ntime.sleep(1000)\n", Timeout: 1, Args: []string{mark}}, obs)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !res.TimedOut || res.Success || res.ExitCode >= 0 {
 			t.Fatalf("timed_out %v success %v exit %d; want a killed, timed-out run", res.TimedOut, res.Success, res.ExitCode)
 		}
@@ -166,25 +206,27 @@ sys.stdout.write(f"pid:{os.getpid()}\n")
 		if !regexp.MustCompile(`\[TIMEOUT\] killed after [0-9.]+s \(timeout 1s\)`).MatchString(lastLine(res.Stderr)) {
 			t.Fatalf("stderr does not end with a [TIMEOUT] line: %q", res.Stderr)
 		}
-		pids := pidsIn(t, res.Stdout)
-		if len(pids) != 2 {
+		if pids := pidsIn(t, res.Stdout); len(pids) != 2 {
 			t.Fatalf("want 2 pids in %q", res.Stdout)
 		}
-		for _, pid := range pids {
-			if !processGone(pid) {
-				t.Errorf("process %d outlived the run", pid)
-			}
+		if left := marked(mark); len(left) > 0 {
+			t.Errorf("processes %v outlived the run", left)
+		}
+		if pid := int(obs.pid.Load()); pid == 0 || !processGone(pid) {
+			t.Errorf("the run's main process (%d) outlived it", pid)
 		}
 	})
 	t.Run("normal exit leaves no daemon", func(t *testing.T) {
-		res := run(t, e, Request{Code: daemon})
+		mark := newMark(t)
+		res := run(t, e, Request{Code: daemon, Args: []string{mark}})
 		if res.ExitCode != 0 || res.TimedOut {
 			t.Fatalf("exit %d timed_out %v stderr %q", res.ExitCode, res.TimedOut, res.Stderr)
 		}
-		for _, pid := range pidsIn(t, res.Stdout) {
-			if !processGone(pid) {
-				t.Errorf("daemon %d outlived the run", pid)
-			}
+		if pids := pidsIn(t, res.Stdout); len(pids) != 2 {
+			t.Fatalf("want 2 pids in %q", res.Stdout)
+		}
+		if left := marked(mark); len(left) > 0 {
+			t.Errorf("daemons %v outlived the run", left)
 		}
 	})
 }
@@ -219,13 +261,14 @@ func TestRunCancelKillsTree(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	obs := &startObserver{marker: "ready", seen: make(chan struct{})}
+	mark := newMark(t)
 	type outcome struct {
 		res Result
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := e.Run(ctx, Request{Code: "import os, time\nprint(f'pid:{os.getpid()}\\nready', flush=True)\ntime.sleep(1000)", Timeout: 60}, obs)
+		res, err := e.Run(ctx, Request{Code: "import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)', sys.argv[1]])\nprint('ready', flush=True)\ntime.sleep(1000)", Timeout: 60, Args: []string{mark}}, obs)
 		done <- outcome{res, err}
 	}()
 	<-obs.seen
@@ -237,10 +280,8 @@ func TestRunCancelKillsTree(t *testing.T) {
 	if out.res.Success || !strings.Contains(out.res.Stderr, "[CANCELLED]") || !strings.Contains(out.res.Stdout, "ready") {
 		t.Fatalf("cancelled run: %+v", out.res)
 	}
-	for _, pid := range pidsIn(t, out.res.Stdout) {
-		if !processGone(pid) {
-			t.Errorf("process %d outlived the cancelled run", pid)
-		}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes %v outlived the cancelled run", left)
 	}
 }
 

@@ -120,7 +120,7 @@ func (e *Engine) executeOnce(ctx context.Context, p *prepared, obs Observer, war
 	outR.Close()
 	errR.Close()
 
-	if errors.Is(waitErr, errWarmLost) {
+	if errors.Is(waitErr, errWarmLost) || errors.Is(waitErr, errSupervisorLost) {
 		return Result{}, waitErr
 	}
 	if p.sandbox != nil && ev.Sandbox == nil {

@@ -80,11 +80,14 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		TmpDir:    tmpDir,
 		ReadOnly:  ro,
 		Hidden:    hiddenTrees(e.cfg.StateDir),
-		RunAs:     choice.Cred,
-		// An explicit --run-as USER fails closed in the launcher when what
-		// the run needs cannot be made reachable; auto falls back to root
-		// without capabilities and says so.
-		RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
+		// When what the run needs cannot be made reachable for it, the
+		// launcher fails the run; only --run-as none runs as root.
+		RunAs: choice.Cred,
+	}
+	if settings.Policy != sandbox.PolicyNone && os.Geteuid() == 0 {
+		if err := sandbox.PrivateProcAvailable(); err != nil {
+			spec.NoPrivateProc = err.Error()
+		}
 	}
 	return spec, notes, nil
 }

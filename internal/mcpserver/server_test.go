@@ -19,6 +19,7 @@ import (
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/scripts"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite the schema snapshots in testdata")
@@ -347,19 +348,17 @@ func TestCancelledCallKillsTheRun(t *testing.T) {
 			cancel() // the script is running and has written its pid
 		}
 	}
-	code := fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
 	params := &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}}
 	params.SetProgressToken("tok-cancel")
 	if _, err := h.session.CallTool(ctx, params); err == nil {
 		t.Fatal("cancelled call returned no error")
 	}
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
+	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	fmt.Sscan(string(data), &pid)
-	waitGone(t, pid)
+	waitGone(t, mark)
 }
 
 func TestServerInfo(t *testing.T) {
