@@ -430,7 +430,7 @@ func TestRejectedRequests(t *testing.T) {
 		{"neither code nor script", Request{}, "code", "give one of"},
 		{"both code and script", Request{Code: "1", ScriptPath: "ok.py"}, "code", "not both"},
 		{"code over 1 MiB", Request{Code: big}, "code", "limit is 1048576 bytes"},
-		{"negative timeout", Request{Code: "1", Timeout: -1}, "timeout", "must be positive"},
+		{"negative timeout", Request{Code: "1", Timeout: -1}, "timeout", "must be 0 or more"},
 		{"dot-dot escape", Request{ScriptPath: "../" + filepath.Base(outside) + "/evil.py"}, "script_path", "outside the workspace"},
 		{"deep dot-dot escape", Request{ScriptPath: "a/../../../../../../etc/x.py"}, "script_path", "outside the workspace"},
 		{"absolute path outside", Request{ScriptPath: filepath.Join(outside, "evil.py")}, "script_path", "outside the workspace"},

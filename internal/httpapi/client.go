@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -137,12 +138,12 @@ func (c *Client) deadline(ctx context.Context, reqs []engine.Request) (time.Dura
 	var total float64
 	for _, r := range reqs {
 		t := r.Timeout
-		if t <= 0 {
+		if t <= 0 || math.IsNaN(t) {
 			t = l.DefaultTimeoutSeconds
 		}
 		total += min(t, l.MaxTimeoutSeconds)
 	}
-	return time.Duration(total*float64(time.Second)) + c.opts.TimeoutBuffer, nil
+	return engine.SecondsUpTo(total, 0) + c.opts.TimeoutBuffer, nil
 }
 
 func (c *Client) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
@@ -349,6 +350,10 @@ func (e *RemoteError) Is(target error) bool {
 		return target == jobs.ErrNotFound
 	case CodeUnavailable:
 		return target == jobs.ErrClosed
+	case CodeStorageFull:
+		return target == jobs.ErrStateFull
+	case CodeConflict:
+		return target == jobs.ErrForeign
 	}
 	return false
 }

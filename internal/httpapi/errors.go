@@ -18,11 +18,13 @@ const (
 	CodeForbidden        = "forbidden"              // 403
 	CodeNotFound         = "not_found"              // 404
 	CodeMethodNotAllowed = "method_not_allowed"     // 405
+	CodeConflict         = "conflict"               // 409
 	CodePayloadTooLarge  = "payload_too_large"      // 413
 	CodeUnsupportedMedia = "unsupported_media_type" // 415
 	CodeBusy             = "busy"                   // 429
 	CodeInternal         = "internal"               // 500
 	CodeUnavailable      = "unavailable"            // 503
+	CodeStorageFull      = "storage_full"           // 507
 )
 
 // ErrorBody is every error response: {"error": {"code", "message", "field"}}.
@@ -33,7 +35,7 @@ type ErrorBody struct {
 // ErrorDetail says what went wrong and, for a rejected request, which field
 // to change.
 type ErrorDetail struct {
-	Code    string `json:"code" jsonschema:"Machine-readable error code: invalid_request, unauthorized, forbidden, not_found, method_not_allowed, payload_too_large, unsupported_media_type, busy, internal, unavailable."`
+	Code    string `json:"code" jsonschema:"Machine-readable error code: invalid_request, unauthorized, forbidden, not_found, method_not_allowed, conflict, payload_too_large, unsupported_media_type, busy, internal, unavailable, storage_full."`
 	Message string `json:"message" jsonschema:"Human-readable explanation saying what to change."`
 	Field   string `json:"field,omitempty" jsonschema:"The request field that was rejected, when one was."`
 }

@@ -205,12 +205,13 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.SyncBudget < 0 {
-		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "must be >= 0 seconds"})
+	budget, err := engine.Seconds("sync_budget", req.SyncBudget, 0, 0)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	if req.SyncBudget > 0 {
-		s.runOrHandoff(w, r, req)
+	if budget > 0 {
+		s.runOrHandoff(w, r, req, budget)
 		return
 	}
 	if wantsNDJSON(r) {
@@ -225,12 +226,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 
 // runOrHandoff is the smart-async run: the result within the budget, or
 // 202 with the job the run continues as.
-func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunRequest) {
+func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunRequest, budget time.Duration) {
 	if s.jx == nil {
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
 		return
 	}
-	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel}
+	opts := executor.SyncOptions{Budget: budget, Label: req.JobLabel}
 	var st *stream[engine.Result]
 	var progress executor.ProgressFunc
 	if wantsNDJSON(r) {

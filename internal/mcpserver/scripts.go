@@ -58,20 +58,20 @@ func (t *tools) registerScripts(srv *mcp.Server) {
 		t.log.Warn("scripts toolset requested but no script store is configured; skipping it")
 		return
 	}
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "save_script",
 		Title: "Save a Python script by name",
 		Description: "Save Python code under a name in the server's script store, with its dependencies written as a PEP 723 header. " +
 			"Run it later with run_python (script_name) or benchmark_python (script_name); see it with list_scripts and view_script.",
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(false)},
 	}, t.saveScript)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "list_scripts",
 		Title:       "List saved scripts",
 		Description: "List saved scripts (name, path, first docstring line, PEP 723 dependencies) and, with include_autosaved, the code of recent inline runs that was saved automatically.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.listScripts)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "view_script",
 		Title:       "View a saved script",
 		Description: "Show a saved script's source and its JSON sidecar; with autosaved, an autosaved inline run's code and the arguments of the call that ran it.",
@@ -82,7 +82,7 @@ func (t *tools) registerScripts(srv *mcp.Server) {
 func (t *tools) saveScript(_ context.Context, _ *mcp.CallToolRequest, in SaveScriptInput) (*mcp.CallToolResult, SaveScriptOutput, error) {
 	e, err := t.scripts.Save(scripts.SaveRequest{Name: in.Name, Code: in.Code, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
 	if err != nil {
-		return nil, SaveScriptOutput{}, err
+		return nil, SaveScriptOutput{}, toolError(err)
 	}
 	out := SaveScriptOutput{Entry: e}
 	return render(in.Rendering, out, func() string {
@@ -94,7 +94,7 @@ func (t *tools) saveScript(_ context.Context, _ *mcp.CallToolRequest, in SaveScr
 func (t *tools) listScripts(_ context.Context, _ *mcp.CallToolRequest, in ListScriptsInput) (*mcp.CallToolResult, ListScriptsOutput, error) {
 	list, err := t.scripts.List(in.IncludeAutosaved)
 	if err != nil {
-		return nil, ListScriptsOutput{}, err
+		return nil, ListScriptsOutput{}, toolError(err)
 	}
 	out := ListScriptsOutput{Scripts: list, Count: len(list)}
 	return render(in.Rendering, out, func() string { return renderScriptList(list, in.IncludeAutosaved) }), out, nil
@@ -103,7 +103,7 @@ func (t *tools) listScripts(_ context.Context, _ *mcp.CallToolRequest, in ListSc
 func (t *tools) viewScript(_ context.Context, _ *mcp.CallToolRequest, in ViewScriptInput) (*mcp.CallToolResult, ViewScriptOutput, error) {
 	sc, err := t.scripts.View(in.Name, in.Autosaved)
 	if err != nil {
-		return nil, ViewScriptOutput{}, err
+		return nil, ViewScriptOutput{}, toolError(err)
 	}
 	out := ViewScriptOutput{Script: sc}
 	return render(in.Rendering, out, func() string { return renderScript(sc) }), out, nil

@@ -74,5 +74,6 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
 	t.registerToolsets(srv, sets)
+	srv.AddReceivingMiddleware(t.checkArgumentsMiddleware)
 	return srv
 }
