@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
+	"github.com/pyexec/pyexec/internal/mcpstdio"
 )
 
 // mcpAliases add the uv-exec-mcp seed's MCP-client variables.
@@ -87,7 +88,10 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer store.Close()
 	logger.Debug("MCP tools", "toolsets", toolsets)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store})
-	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	// Not the SDK's stdio transport: one bad or oversized line must get an
+	// error reply, not end the session (and every job with it).
+	stdio := &mcpstdio.Transport{Reader: os.Stdin, Writer: os.Stdout, MaxFrameBytes: executor.BatchWireLimit(engine.DefaultCodeLimit), Logger: logger}
+	if err := srv.Run(ctx, stdio); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1
 	}

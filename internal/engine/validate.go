@@ -32,9 +32,12 @@ const (
 // within their limits, with room for JSON escaping (a string full of quotes,
 // backslashes or newlines takes up to twice its size on the wire). Request
 // bodies and stdio frames above it are refused before they are parsed.
+// The result is rounded up to whole MiB (6 MiB with the default 1 MiB code
+// limit).
 func WireLimit(codeLimit int) int64 {
 	fields := int64(codeLimit) + MaxStdinBytes + MaxArgsBytes + MaxEnvBytes + MaxDependencies*MaxDependencyBytes/4 + 4*MaxPathBytes
-	return 2*fields + 64<<10
+	const mib = 1 << 20
+	return (2*fields + 64<<10 + mib - 1) / mib * mib
 }
 
 // maxSeconds is the longest duration time.Duration can hold, in seconds

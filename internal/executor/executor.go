@@ -39,6 +39,14 @@ type ProgressFunc func(Progress)
 // MaxBatch is the largest number of entries one batch may hold.
 const MaxBatch = 20
 
+// BatchWireLimit is the largest JSON encoding of a batch: MaxBatch entries'
+// worth of inline code plus one whole request's other fields (26 MiB with
+// the default 1 MiB code limit). It is the largest request pyexec reads, so
+// it also bounds a stdio frame.
+func BatchWireLimit(codeLimit int) int64 {
+	return MaxBatch*int64(codeLimit) + engine.WireLimit(codeLimit)
+}
+
 // BatchRequest is a list of independent runs.
 type BatchRequest struct {
 	Requests   []engine.Request `json:"requests"`
