@@ -33,7 +33,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		mf          mcpFlags
 		logLevel    string
 		remote      string
-		token       string
+		tokenFile   string
 		httpTimeout float64
 	)
 	fs := newFlagSet("mcp", "mcp [flags]", stderr, mcpAliases)
@@ -42,8 +42,11 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	mf.register(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&remote, "executor", "", "URL of a `pyexec serve` execution server to delegate runs and jobs to (default: run in this process; engine and job flags other than --sync-budget then apply on the server)")
-	fs.StringVar(&token, "token", "", "bearer token of the execution server (with --executor)")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the execution server's bearer token (with --executor; default: PYEXEC_TOKEN, else, for a server on this machine, the token `pyexec serve` generated into STATE-DIR/server-token)")
 	fs.Float64Var(&httpTimeout, "http-timeout", httpapi.DefaultTimeoutBuffer.Seconds(), "seconds added to a run's timeout for the HTTP call to the execution server; also how long it may stay silent (with --executor)")
+	if refusedTokenFlag("mcp", args, stderr) {
+		return 2
+	}
 	if code, ok := parseFlags(fs, args, mcpAliases, stderr); !ok {
 		return code
 	}
@@ -53,6 +56,14 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	stateDir := ef.stateDir
 	var ex executor.Executor
 	if remote != "" {
+		token, source, err := clientToken(remote, tokenFile, ef.stateDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 2
+		}
+		if token != "" {
+			logger.Debug("execution server token", "from", source)
+		}
 		c, err := httpapi.NewClient(remote, httpapi.ClientOptions{Token: token, TimeoutBuffer: seconds(httpTimeout)})
 		if err != nil {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
@@ -69,6 +80,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		}
 		cancel()
 	} else {
+		_ = takeEnvToken() // no server to send it to; keep it from runs
 		jx, closeLocal, err := openLocal(ctx, &ef, &jf, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)

@@ -36,6 +36,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&envVars, "env", "KEY=VALUE environment variable for the run (repeatable)")
 	fs.Var(&with, "with", "dependency (PEP 508, like 'requests>=2') installed for the run with uv into a cached environment (repeatable)")
 
+	_ = takeEnvToken() // never handed to a run, even with --inherit-env
 	before, after := splitDashDash(args)
 	var positional []string
 	rest := before

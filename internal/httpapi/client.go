@@ -332,7 +332,7 @@ type RemoteError struct {
 func (e *RemoteError) Error() string {
 	switch e.Detail.Code {
 	case CodeUnauthorized:
-		return fmt.Sprintf("execution server at %s refused the request: %s (give the server's token with --token or PYEXEC_TOKEN)", e.URL, e.Detail.Message)
+		return fmt.Sprintf("execution server at %s refused the request: %s. Give pyexec mcp the server's token with --token-file FILE or PYEXEC_TOKEN (on the server's machine, the same --state-dir as `pyexec serve` is enough)", e.URL, e.Detail.Message)
 	case CodeBusy, CodeNotFound:
 		// The executor's own words, as the local executor would say them.
 		return e.Detail.Message

@@ -78,6 +78,7 @@ func serve(t *testing.T, ex executor.Executor, mutate func(*httpapi.Options)) (*
 	if mutate != nil {
 		mutate(&opts)
 	}
+	opts.NoAuth = opts.Token == "" // tests of auth set a token
 	srv, err := httpapi.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -43,9 +43,12 @@ type Options struct {
 	// Executor runs the requests (required): usually executor.Local.
 	Executor executor.Executor
 	Version  string
-	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
-	// route but /health.
-	Token  string
+	// Token is required as "Authorization: Bearer TOKEN" on every route but
+	// /health. NewServer refuses an empty token unless NoAuth is set: a
+	// server without credentials is a decision, never a default.
+	Token string
+	// NoAuth serves every route without a token (--insecure-no-auth).
+	NoAuth bool
 	Logger *slog.Logger
 	// CodeLimit is the executor's inline code limit; request body limits are
 	// derived from it (default engine.DefaultCodeLimit).
@@ -98,6 +101,16 @@ type Server struct {
 func NewServer(opts Options) (*Server, error) {
 	if opts.Executor == nil {
 		return nil, fmt.Errorf("httpapi: an executor is required")
+	}
+	switch {
+	case opts.Token == "" && !opts.NoAuth:
+		return nil, fmt.Errorf("httpapi: a token is required (or NoAuth, to answer everyone)")
+	case opts.Token != "" && opts.NoAuth:
+		return nil, fmt.Errorf("httpapi: a token and NoAuth contradict each other")
+	case opts.Token != "":
+		if err := CheckToken(opts.Token); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -226,7 +239,7 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			return
 		}
 		if !o.public && !s.authorized(r) {
-			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" (the server's --token)"))
+			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" with the server's token (`pyexec serve` prints where its token file is when it starts; `pyexec mcp --executor` with the same state dir finds it)"))
 			return
 		}
 		if o.untracked == nil || !o.untracked(r) {
@@ -240,7 +253,7 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 // authorized compares the bearer token in constant time (over fixed-size
 // digests, so not even the token's length leaks).
 func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
+	if s.opts.NoAuth {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
