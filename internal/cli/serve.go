@@ -32,6 +32,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		tokenFile      string
 		insecureNoAuth bool
 		maxInFlight    int
+		bodyBudget     sizeFlag
 		grace          float64
 		sessionTimeout float64
 		logLevel       string
@@ -44,6 +45,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the bearer token required on every route but /health (default: PYEXEC_TOKEN, else a token generated into STATE-DIR/server-token)")
 	fs.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "answer every route without a token, as the uv-exec-mcp seed did (anyone who can connect, runs included, can run code and read every job)")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "most runs at once before requests get 429 busy (default 8 per core; -1: no limit)")
+	bodyBudget = sizeFlag(httpapi.DefaultBodyBudget)
+	fs.Var(&bodyBudget, "max-body-memory", "bytes of request bodies held at once (read, or kept by a running call); past it requests get 429 busy without being read (never below the largest batch body, 26MiB; -1: no bound)")
 	fs.Float64Var(&grace, "shutdown-grace", httpapi.DefaultShutdownGrace.Seconds(), "seconds running calls may finish after SIGTERM before they are cancelled")
 	fs.Float64Var(&sessionTimeout, "session-timeout", httpapi.DefaultSessionTimeout.Seconds(), "seconds after which an idle MCP session is closed")
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
@@ -78,7 +81,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	srv, err := httpapi.NewServer(httpapi.Options{
 		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(),
 		Toolsets: toolsets, Scripts: store,
-		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
+		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight, BodyBudget: int64(bodyBudget),
 		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
 	})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
 )
 
 // Error codes of the REST API. Each maps to one HTTP status; the client maps
@@ -71,6 +72,7 @@ func toAPIError(err error) *apiError {
 	var re *engine.RequestError
 	var mbe *http.MaxBytesError
 	var be *BusyError
+	var bbe *BodyBudgetError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -78,7 +80,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Message: re.Message, Field: re.Field}}
 	case errors.As(err, &mbe):
 		return newAPIError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
-			"request body exceeds the %d-byte limit (inline code is limited separately; see GET /v1/info)", mbe.Limit)
+			"request body exceeds the %s limit of this route (the largest request: inline code %s, stdin %s, args and env_vars %s each; a batch body up to %s; see GET /v1/info). Put large data in a workspace file and pass its path",
+			engine.FormatBytes(mbe.Limit), engine.FormatBytes(engine.DefaultCodeLimit), engine.FormatBytes(engine.MaxStdinBytes), engine.FormatBytes(engine.MaxArgsBytes), engine.FormatBytes(executor.BatchWireLimit(engine.DefaultCodeLimit)))
+	case errors.As(err, &bbe):
+		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%s", bbe.Error())
 	case errors.As(err, &be):
 		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%s", be.Error())
 	}

@@ -2,9 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -54,8 +51,9 @@ func fromEvent(e *ProgressEvent) executor.Progress {
 	return executor.Progress{ElapsedSeconds: e.ElapsedSeconds, StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Done: e.Done, Total: e.Total, Message: e.Message}
 }
 
-// decode reads one JSON object of at most limit bytes into v. strict
-// rejects unknown fields (a misspelt field is named, not ignored).
+// decode reads one JSON object of at most limit bytes into v, as a stream
+// (decode.go). strict rejects unknown fields (a misspelt field is named,
+// with the one probably meant, not ignored).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, strict bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -66,47 +64,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, strict b
 	if r.ContentLength > limit {
 		return &http.MaxBytesError{Limit: limit}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	if strict {
-		dec.DisallowUnknownFields()
-	}
-	err := dec.Decode(v)
-	if err == nil {
-		// Exactly one value: trailing garbage is an error, not ignored.
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			var mbe *http.MaxBytesError
-			if errors.As(terr, &mbe) {
-				return mbe
-			}
-			return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the body must hold exactly one JSON object")
-		}
-		return nil
-	}
-	var (
-		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		ute *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &mbe):
-		return mbe
-	case errors.Is(err, io.EOF):
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the request body is empty; send a JSON object")
-	case errors.As(err, &se):
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON at byte %d: %v", se.Offset, se)
-	case errors.As(err, &ute):
-		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Field: jsonField(ute.Field),
-			Message: fmt.Sprintf("must be %s, got JSON %s", ute.Type, ute.Value)}}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the JSON body ends early")
-	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
-		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Field: f,
-			Message: fmt.Sprintf("unknown field %q (see GET /openapi.json)", f)}}
-	}
-	return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: %v", err)
+	return decodeObject(http.MaxBytesReader(w, r.Body, limit), v, strict)
 }
 
 func wantsNDJSON(r *http.Request) bool {

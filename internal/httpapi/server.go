@@ -33,9 +33,6 @@ import (
 // Defaults of the server options.
 const (
 	DefaultSessionTimeout = 30 * time.Minute
-	// bodyHeadroom is what a request may hold besides its inline code
-	// (args, stdin, env_vars, JSON escaping of the code).
-	bodyHeadroom = 1 << 20
 )
 
 // Options configure a Server.
@@ -76,6 +73,11 @@ type Options struct {
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2 minutes). It does not limit how long a run may take.
 	ReadTimeout time.Duration
+	// BodyBudget bounds the bytes of request bodies held at once (see
+	// bodyBudget); 0 means DefaultBodyBudget, negative no bound. It is never
+	// below the largest single body (a batch), which always fits on an
+	// idle server.
+	BodyBudget int64
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -92,6 +94,8 @@ type Server struct {
 	runBodyLimit   int64
 	batchBodyLimit int64
 	tokenSum       [32]byte
+
+	bodies *bodyBudget // nil: no bound
 
 	draining atomic.Bool
 	active   tracker
@@ -138,9 +142,16 @@ func NewServer(opts Options) (*Server, error) {
 		s.ex, s.jx = w, w
 		s.m.watchJobs(jx)
 	}
-	// JSON escaping can double code that is full of quotes and newlines.
-	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
-	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
+	// The largest requests whose fields are within their limits (JSON
+	// escaping included); see engine.WireLimit.
+	s.runBodyLimit = engine.WireLimit(opts.CodeLimit)
+	s.batchBodyLimit = executor.BatchWireLimit(opts.CodeLimit)
+	switch {
+	case opts.BodyBudget == 0:
+		s.bodies = &bodyBudget{limit: max(DefaultBodyBudget, s.batchBodyLimit)}
+	case opts.BodyBudget > 0:
+		s.bodies = &bodyBudget{limit: max(opts.BodyBudget, s.batchBodyLimit)}
+	}
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
 	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts})
 	s.handler = s.routes()
@@ -242,6 +253,13 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" with the server's token (`pyexec serve` prints where its token file is when it starts; `pyexec mcp --executor` with the same state dir finds it)"))
 			return
 		}
+		r, releaseBody, err := s.admitBody(w, r)
+		if err != nil {
+			w.Header().Set("Connection", "close") // the unread body goes with the connection
+			writeError(w, err)
+			return
+		}
+		defer releaseBody()
 		if o.untracked == nil || !o.untracked(r) {
 			s.active.add()
 			defer s.active.done()
