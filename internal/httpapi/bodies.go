@@ -123,4 +123,3 @@ func (m *meteredBody) releaseAll() {
 	m.mu.Unlock()
 	m.b.release(n)
 }
-
