@@ -51,10 +51,17 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return code
 	}
 	logger := newLogger(stderr, logLevel)
-	// The MCP front end keeps its own state (saved and autosaved scripts),
-	// also when runs are delegated to an execution server.
-	stateDir := ef.stateDir
-	var ex executor.Executor
+	toolsets, err := mf.toolsetList()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+		return 2
+	}
+	// Runs, jobs and scripts (saved and autosaved) all live on the
+	// executing side: this process, or the execution server.
+	var (
+		ex    executor.Executor
+		store executor.Scripts
+	)
 	if remote != "" {
 		token, source, err := clientToken(remote, tokenFile, ef.stateDir)
 		if err != nil {
@@ -69,7 +76,12 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 			return 2
 		}
-		ex = c
+		ex, store = c, c
+		defer func() { // send the last autosaves before exiting
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			c.FlushAutosaves(fctx)
+		}()
 		// Like the seed's MCP client, start even when the server is down
 		// (each call then says so); just tell the operator now.
 		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -88,16 +100,16 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		}
 		defer closeLocal()
 		cfg := jx.Engine().Config()
-		stateDir = cfg.StateDir
 		logger.Info("pyexec MCP server on stdio", "version", Version, "workspace", cfg.Workspace, "state_dir", cfg.StateDir)
 		ex = jx
+		s, err := mf.openStore(cfg.StateDir, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
+			return 2
+		}
+		defer s.Close()
+		store = executor.LocalScripts{Store: s}
 	}
-	toolsets, store, err := mf.open(stateDir, logger)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
-		return 2
-	}
-	defer store.Close()
 	logger.Debug("MCP tools", "toolsets", toolsets)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store})
 	// Not the SDK's stdio transport: one bad or oversized line must get an

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/httpapi"
@@ -60,6 +61,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		listen = seedListen(listen)
 	}
 	logger := newLogger(stderr, logLevel)
+	// Credentials first: a server that would start without a token (or
+	// with one runs could read) must not start at all.
+	token, tokenSource, err := serveAuth(tokenFile, insecureNoAuth, absDir(ef.stateDir), absDir(ef.workspace), logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 2
+	}
 	jx, closeLocal, err := openLocal(ctx, &ef, &jf, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
@@ -67,12 +75,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer closeLocal() // runs after the HTTP server has drained
 	cfg := jx.Engine().Config()
-	token, tokenSource, err := serveAuth(tokenFile, insecureNoAuth, cfg.StateDir, cfg.Workspace, logger)
+	toolsets, err := mf.toolsetList()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 2
 	}
-	toolsets, store, err := mf.open(cfg.StateDir, logger)
+	store, err := mf.openStore(cfg.StateDir, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 2
@@ -144,4 +152,16 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return given
+}
+
+// absDir is dir made absolute ("" is the current directory), as the engine
+// resolves its workspace and state dir.
+func absDir(dir string) string {
+	if dir == "" {
+		dir = "."
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }

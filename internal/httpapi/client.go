@@ -50,6 +50,9 @@ type Client struct {
 
 	mu     sync.Mutex
 	limits *executor.Limits
+
+	autoOnce  sync.Once
+	autoState // autosaves sent in the background (client_scripts.go)
 }
 
 var _ executor.Executor = (*Client)(nil)

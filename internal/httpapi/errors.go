@@ -90,6 +90,9 @@ func toAPIError(err error) *apiError {
 	if ae := jobErrorStatus(err); ae != nil {
 		return ae
 	}
+	if ae := scriptErrorStatus(err); ae != nil {
+		return ae
+	}
 	return newAPIError(http.StatusInternalServerError, CodeInternal, "%v", err)
 }
 

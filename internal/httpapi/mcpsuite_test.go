@@ -134,6 +134,44 @@ func suite(workspace string) []toolCase {
 			check: wantToolError("the limit is 20")},
 		{name: "batch both", tool: "run_python_batch", args: map[string]any{"codes": []string{"1"}, "requests": []map[string]any{{"code": "1"}}},
 			check: wantToolError("not both")},
+		// Scripts live on the executing side: a local store, or the
+		// execution server's (never the front end's).
+		{name: "save script", tool: "save_script", args: map[string]any{"name": "greet", "code": "import sys\nprint('hi', sys.argv[1:])", "dependencies": []string{}},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["name"] != "greet" || !strings.HasSuffix(s["path"].(string), "/scripts/greet.py") {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "save script again", tool: "save_script", args: map[string]any{"name": "greet", "code": "print(2)"},
+			check: wantToolError(`name: a script named "greet" already exists; pass overwrite: true`)},
+		{name: "save script bad name", tool: "save_script", args: map[string]any{"name": "../x", "code": "print(2)"},
+			check: wantToolError("name:")},
+		{name: "list scripts", tool: "list_scripts", args: map[string]any{},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["count"] != 1.0 || s["scripts"].([]any)[0].(map[string]any)["name"] != "greet" {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "view script", tool: "view_script", args: map[string]any{"name": "greet"},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if !strings.Contains(s["source"].(string), "print('hi', sys.argv[1:])") {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "view unknown script", tool: "view_script", args: map[string]any{"name": "nope"},
+			check: wantToolError(`name: no script "nope" among the saved scripts`)},
+		{name: "run saved script", tool: "run_python", args: map[string]any{"script_name": "greet", "args": []string{"x"}},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["stdout"] != "hi ['x']\n" {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "run unknown saved script", tool: "run_python", args: map[string]any{"script_name": "nope"},
+			check: wantToolError("script_name:")},
 		{name: "server info", tool: "server_info", args: map[string]any{},
 			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
 				wantOK(t, r)
@@ -188,13 +226,25 @@ func connectInMemory(t *testing.T, ex executor.Executor, progressCount *atomic.I
 	return connectWith(t, ex, newClient(progressCount))
 }
 
+// connectWithScripts is connectInMemory with a script store behind the
+// scripts tools.
+func connectWithScripts(t *testing.T, ex executor.Executor, store executor.Scripts, progressCount *atomic.Int64) *mcp.ClientSession {
+	t.Helper()
+	return connectOpts(t, ex, newClient(progressCount), mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget, Scripts: store})
+}
+
 // suiteBudget is the smart-async budget of the suite's MCP servers: long
 // enough for every sync case, short enough for the handoff case.
 const suiteBudget = 3 * time.Second
 
 func connectWith(t *testing.T, ex executor.Executor, client *mcp.Client) *mcp.ClientSession {
 	t.Helper()
-	srv := mcpserver.New(ex, mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget})
+	return connectOpts(t, ex, client, mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget})
+}
+
+func connectOpts(t *testing.T, ex executor.Executor, client *mcp.Client, opts mcpserver.Options) *mcp.ClientSession {
+	t.Helper()
+	srv := mcpserver.New(ex, opts)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(context.Background(), st, nil)
 	if err != nil {
@@ -211,7 +261,11 @@ func connectWith(t *testing.T, ex executor.Executor, client *mcp.Client) *mcp.Cl
 
 var (
 	secondsRe = regexp.MustCompile(`\d+\.\d+ s\b`)
-	volatile  = []string{"elapsed_seconds", "cpu_user_seconds", "cpu_system_seconds", "peak_rss_bytes", "peak_memory_bytes"}
+	volatile  = []string{"elapsed_seconds", "cpu_user_seconds", "cpu_system_seconds", "peak_rss_bytes", "peak_memory_bytes", "saved_at", "path"}
+	// storePathRe is where a script store keeps a saved script: a
+	// different temp dir for the local and the remote store.
+	storePathRe = regexp.MustCompile("`/[^`]*/scripts/")
+	savedAtRe   = regexp.MustCompile(`"saved_at": "[^"]*"`)
 )
 
 // normalize drops what legitimately differs between two runs of the same
@@ -244,6 +298,8 @@ func normalize(r *mcp.CallToolResult, s map[string]any) (string, string) {
 			txt = string(b)
 		}
 	}
+	txt = storePathRe.ReplaceAllString(txt, "`STORE/scripts/")
+	txt = savedAtRe.ReplaceAllString(txt, `"saved_at": "T"`)
 	return secondsRe.ReplaceAllString(txt, "N s"), string(data)
 }
 
@@ -253,7 +309,12 @@ func normalize(r *mcp.CallToolResult, s map[string]any) (string, string) {
 func TestMCPSuiteLocalAndRemote(t *testing.T) {
 	f := newFixture(t)
 	local := withJobs(t, f.local(t, nil))
-	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
+	localStore, serverStore := openStore(t), openStore(t)
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) {
+		o.Token = "tok"
+		o.SyncBudget = suiteBudget
+		o.Scripts = serverStore
+	})
 	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -264,8 +325,8 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 		cs   *mcp.ClientSession
 		pc   *atomic.Int64
 	}{
-		{"local", connectInMemory(t, local, &lp), &lp},
-		{"remote", connectInMemory(t, remote, &rp), &rp},
+		{"local", connectWithScripts(t, local, executor.LocalScripts{Store: localStore}, &lp), &lp},
+		{"remote", connectWithScripts(t, remote, remote, &rp), &rp},
 	}
 	for _, tc := range suite(f.workspace) {
 		t.Run(tc.name, func(t *testing.T) {

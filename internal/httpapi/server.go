@@ -153,7 +153,11 @@ func NewServer(opts Options) (*Server, error) {
 		s.bodies = &bodyBudget{limit: max(opts.BodyBudget, s.batchBodyLimit)}
 	}
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts})
+	var store executor.Scripts // stays a nil interface without a store
+	if opts.Scripts != nil {
+		store = executor.LocalScripts{Store: opts.Scripts}
+	}
+	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store})
 	s.handler = s.routes()
 	return s, nil
 }
@@ -186,6 +190,9 @@ func (s *Server) routes() http.Handler {
 	handle("/mcp", "mcp", routeOpts{untracked: func(r *http.Request) bool { return r.Method == http.MethodGet }}, s.mcpHandler())
 	if s.jx != nil {
 		s.jobRoutes(handle)
+	}
+	if s.opts.Scripts != nil {
+		s.scriptRoutes(handle)
 	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))

@@ -36,7 +36,7 @@ func (t *tools) registerBenchmark(srv *mcp.Server) {
 }
 
 func (t *tools) benchmarkPython(ctx context.Context, req *mcp.CallToolRequest, in BenchmarkPythonInput) (*mcp.CallToolResult, BenchmarkPythonOutput, error) {
-	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	inline, err := t.resolveScriptName(ctx, &in.Request, in.ScriptName)
 	if err != nil {
 		return nil, BenchmarkPythonOutput{}, toolError(err)
 	}

@@ -42,7 +42,7 @@ func connectJobs(t *testing.T, budget time.Duration, toolsets string) (*mcp.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mcptest.Connect(t, New(lj, Options{Version: "test", SyncBudget: budget, Toolsets: sets, Scripts: store})), store
+	return mcptest.Connect(t, New(lj, Options{Version: "test", SyncBudget: budget, Toolsets: sets, Scripts: executor.LocalScripts{Store: store}})), store
 }
 
 func TestCompatJobToolsListedAndSnapshotted(t *testing.T) {

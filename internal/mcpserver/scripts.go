@@ -79,8 +79,8 @@ func (t *tools) registerScripts(srv *mcp.Server) {
 	}, t.viewScript)
 }
 
-func (t *tools) saveScript(_ context.Context, _ *mcp.CallToolRequest, in SaveScriptInput) (*mcp.CallToolResult, SaveScriptOutput, error) {
-	e, err := t.scripts.Save(scripts.SaveRequest{Name: in.Name, Code: in.Code, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
+func (t *tools) saveScript(ctx context.Context, _ *mcp.CallToolRequest, in SaveScriptInput) (*mcp.CallToolResult, SaveScriptOutput, error) {
+	e, err := t.scripts.SaveScript(ctx, scripts.SaveRequest{Name: in.Name, Code: in.Code, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
 	if err != nil {
 		return nil, SaveScriptOutput{}, toolError(err)
 	}
@@ -91,8 +91,8 @@ func (t *tools) saveScript(_ context.Context, _ *mcp.CallToolRequest, in SaveScr
 	}), out, nil
 }
 
-func (t *tools) listScripts(_ context.Context, _ *mcp.CallToolRequest, in ListScriptsInput) (*mcp.CallToolResult, ListScriptsOutput, error) {
-	list, err := t.scripts.List(in.IncludeAutosaved)
+func (t *tools) listScripts(ctx context.Context, _ *mcp.CallToolRequest, in ListScriptsInput) (*mcp.CallToolResult, ListScriptsOutput, error) {
+	list, err := t.scripts.ListScripts(ctx, in.IncludeAutosaved)
 	if err != nil {
 		return nil, ListScriptsOutput{}, toolError(err)
 	}
@@ -100,8 +100,8 @@ func (t *tools) listScripts(_ context.Context, _ *mcp.CallToolRequest, in ListSc
 	return render(in.Rendering, out, func() string { return renderScriptList(list, in.IncludeAutosaved) }), out, nil
 }
 
-func (t *tools) viewScript(_ context.Context, _ *mcp.CallToolRequest, in ViewScriptInput) (*mcp.CallToolResult, ViewScriptOutput, error) {
-	sc, err := t.scripts.View(in.Name, in.Autosaved)
+func (t *tools) viewScript(ctx context.Context, _ *mcp.CallToolRequest, in ViewScriptInput) (*mcp.CallToolResult, ViewScriptOutput, error) {
+	sc, err := t.scripts.ViewScript(ctx, in.Name, in.Autosaved)
 	if err != nil {
 		return nil, ViewScriptOutput{}, toolError(err)
 	}
@@ -113,7 +113,7 @@ func (t *tools) viewScript(_ context.Context, _ *mcp.CallToolRequest, in ViewScr
 // script runs as inline code: it lives in the state directory, outside the
 // workspace that script_path is confined to. inline reports whether the
 // caller sent its own inline code (which is then autosaved).
-func (t *tools) resolveScriptName(req *engine.Request, scriptName string) (inline bool, err error) {
+func (t *tools) resolveScriptName(ctx context.Context, req *engine.Request, scriptName string) (inline bool, err error) {
 	if scriptName == "" {
 		return req.Code != "", nil
 	}
@@ -123,13 +123,19 @@ func (t *tools) resolveScriptName(req *engine.Request, scriptName string) (inlin
 	if t.scripts == nil {
 		return false, errors.New("script_name: this server has no script store")
 	}
-	src, err := t.scripts.Source(scriptName)
+	src, err := t.scripts.ScriptSource(ctx, scriptName)
 	if err != nil {
+		// The store names its own field ("name"); here the caller's is
+		// script_name. A remote store's rejection is a RequestError.
 		var fe *scripts.FieldError
-		if errors.As(err, &fe) {
+		var re *engine.RequestError
+		switch {
+		case errors.As(err, &fe):
 			return false, fmt.Errorf("script_name: %w", fe.Err)
+		case errors.As(err, &re) && re.Field != "":
+			return false, &engine.RequestError{Field: "script_name", Message: re.Message}
 		}
-		return false, err
+		return false, toolError(err)
 	}
 	req.Code = src
 	return false, nil

@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/executor"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 // Options configure the MCP server.
@@ -23,10 +22,11 @@ type Options struct {
 	SyncBudget time.Duration
 	// Toolsets to register (see ParseToolsets); nil means DefaultToolsets.
 	Toolsets []string
-	// Scripts is the saved/autosaved script store. Without it the scripts
-	// tools are not registered, run_python rejects script_name, and nothing
-	// is autosaved.
-	Scripts *scripts.Store
+	// Scripts is where saved and autosaved scripts live: the executing
+	// side's store (executor.LocalScripts, or the remote httpapi.Client).
+	// Without it the scripts tools are not registered, run_python rejects
+	// script_name, and nothing is autosaved.
+	Scripts executor.Scripts
 }
 
 const instructions = `pyexec runs Python for you without any shell quoting: pass source in "code" (or a workspace file in "script_path") and it is written to a file and run as "python -u FILE". ` +

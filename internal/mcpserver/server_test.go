@@ -144,7 +144,7 @@ func TestToolsAndSchemas(t *testing.T) {
 	}
 	defer store.Close()
 	all, _ := ParseToolsets("all")
-	h := connect(t, executor.NewLocal(eng, "test", 4), eng.Config().Workspace, Options{Version: "test", Toolsets: all, Scripts: store})
+	h := connect(t, executor.NewLocal(eng, "test", 4), eng.Config().Workspace, Options{Version: "test", Toolsets: all, Scripts: executor.LocalScripts{Store: store}})
 	list, err := h.session.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -11,14 +11,13 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 type tools struct {
 	ex      executor.Executor
 	log     *slog.Logger
-	scripts *scripts.Store // nil: no scripts toolset, no autosave
-	jobs    *jobTools      // nil when the executor has no background jobs (or no toolset needs them)
+	scripts executor.Scripts // nil: no scripts toolset, no autosave
+	jobs    *jobTools        // nil when the executor has no background jobs (or no toolset needs them)
 	// jobsRegistered: the jobs toolset (tools and job:// resources) is on.
 	jobsRegistered bool
 	// inputs are the registered tools' input schemas (arguments.go).
@@ -93,7 +92,7 @@ func (t *tools) registerCore(srv *mcp.Server) {
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
-	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	inline, err := t.resolveScriptName(ctx, &in.Request, in.ScriptName)
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}

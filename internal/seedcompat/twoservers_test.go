@@ -70,7 +70,8 @@ func TestSeedUVExecTwoServers(t *testing.T) {
 	// Terminal 2: the MCP client, from anywhere, configured by environment.
 	// Its own state dir differs from the server's, so it is told where the
 	// token file is.
-	front := exec.Command(os.Args[0], "mcp", "--toolsets", "all", "--state-dir", t.TempDir(), "--log-level", "warn")
+	frontState := t.TempDir()
+	front := exec.Command(os.Args[0], "mcp", "--toolsets", "all", "--state-dir", frontState, "--log-level", "warn")
 	front.Dir = t.TempDir()
 	front.Env = append(os.Environ(), asCLI+"=1", "EXECUTION_SERVER_URL="+url, "MCP_HTTP_TIMEOUT=10", "PYEXEC_TOKEN_FILE="+tokenFile)
 	cs := mcptest.Command(t, front)
@@ -128,11 +129,21 @@ func TestSeedUVExecTwoServers(t *testing.T) {
 		t.Errorf("GET /health: %v %v", resp, err)
 	}
 
-	// A script saved through the front end runs on the execution server.
+	// A script saved through the front end is kept, and runs, on the
+	// execution server: one state, the server's.
 	if _, text, isErr := mcptest.Call(t, cs, "save_script", map[string]any{"name": "greet", "code": "import os\nprint('saved script ran in', os.getcwd())"}); isErr {
 		t.Fatalf("save_script: %q", text)
 	}
+	if _, err := os.Stat(filepath.Join(state, "scripts", "greet.py")); err != nil {
+		t.Errorf("save_script did not save on the execution server: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(frontState, "scripts")); err == nil {
+		t.Errorf("the front end keeps a script store of its own")
+	}
 	if out, _, _ := mcptest.Call(t, cs, "run_python", map[string]any{"script_name": "greet"}); out["stdout"] != "saved script ran in "+dir+"\n" {
 		t.Errorf("run_python script_name through the execution server: %v", out)
+	}
+	if out, _, _ := mcptest.Call(t, cs, "list_scripts", nil); out["count"] != 1.0 {
+		t.Errorf("list_scripts through the execution server: %v", out)
 	}
 }
