@@ -69,7 +69,7 @@ func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		unusedFor time.Duration
 		maxSize   byteSize
 	)
-	fs := newFlagSet("envs "+sub, "envs "+sub+" [flags]", stderr, engineAliases)
+	fs := newFlagSet("envs "+sub, "envs "+sub+" [flags]", stderr, engineEnv)
 	ef.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if sub == "prune" {
@@ -77,7 +77,7 @@ func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.DurationVar(&unusedFor, "unused-for", 0, "remove environments not used for this long, like 168h")
 		fs.Var(&maxSize, "max-size", "evict least recently used environments until the cache fits this size, like 2GiB")
 	}
-	if code, ok := parseFlags(fs, args[1:], engineAliases, stderr); !ok {
+	if code, ok := parseFlags(fs, args[1:], engineEnv, stderr); !ok {
 		return code
 	}
 	cfg, err := ef.config()
@@ -172,6 +172,14 @@ func (f *listFlag) Set(v string) error {
 type byteSize int64
 
 func (b byteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if int64(b) >= u.size && int64(b)%u.size == 0 {
+			return fmt.Sprintf("%d%s", int64(b)/u.size, u.suffix)
+		}
+	}
 	n := float64(b)
 	for _, u := range []string{"B", "KiB", "MiB", "GiB"} {
 		if n < 1024 || u == "GiB" {

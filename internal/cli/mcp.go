@@ -34,7 +34,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		logLevel    string
 		remote      string
 		tokenFile   string
-		httpTimeout float64
+		httpTimeout = secondsFlag{d: httpapi.DefaultTimeoutBuffer}
 	)
 	fs := newFlagSet("mcp", "mcp [flags]", stderr, mcpAliases)
 	ef.register(fs)
@@ -43,7 +43,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
 	fs.StringVar(&remote, "executor", "", "URL of a `pyexec serve` execution server to delegate runs and jobs to (default: run in this process; engine and job flags other than --sync-budget then apply on the server)")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the execution server's bearer token (with --executor; default: PYEXEC_TOKEN, else, for a server on this machine, the token `pyexec serve` generated into STATE-DIR/server-token)")
-	fs.Float64Var(&httpTimeout, "http-timeout", httpapi.DefaultTimeoutBuffer.Seconds(), "seconds added to a run's timeout for the HTTP call to the execution server; also how long it may stay silent (with --executor)")
+	fs.Var(&httpTimeout, "http-timeout", "seconds added to a run's timeout for the HTTP call to the execution server; also how long it may stay silent (with --executor)")
 	if refusedTokenFlag("mcp", args, stderr) {
 		return 2
 	}
@@ -71,7 +71,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		if token != "" {
 			logger.Debug("execution server token", "from", source)
 		}
-		c, err := httpapi.NewClient(remote, httpapi.ClientOptions{Token: token, TimeoutBuffer: seconds(httpTimeout)})
+		c, err := httpapi.NewClient(remote, httpapi.ClientOptions{Token: token, TimeoutBuffer: httpTimeout.d})
 		if err != nil {
 			fmt.Fprintf(stderr, "pyexec mcp: %v\n", err)
 			return 2

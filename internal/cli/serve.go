@@ -34,8 +34,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		insecureNoAuth bool
 		maxInFlight    int
 		bodyBudget     sizeFlag
-		grace          float64
-		sessionTimeout float64
+		grace          = secondsFlag{d: httpapi.DefaultShutdownGrace}
+		sessionTimeout = secondsFlag{d: httpapi.DefaultSessionTimeout}
 		logLevel       string
 	)
 	fs := newFlagSet("serve", "serve [flags]", stderr, serveAliases)
@@ -48,8 +48,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "most runs at once before requests get 429 busy (default 8 per core; -1: no limit)")
 	bodyBudget = sizeFlag(httpapi.DefaultBodyBudget)
 	fs.Var(&bodyBudget, "max-body-memory", "bytes of request bodies held at once (read, or kept by a running call); past it requests get 429 busy without being read (never below the largest batch body, 26MiB; -1: no bound)")
-	fs.Float64Var(&grace, "shutdown-grace", httpapi.DefaultShutdownGrace.Seconds(), "seconds running calls may finish after SIGTERM before they are cancelled")
-	fs.Float64Var(&sessionTimeout, "session-timeout", httpapi.DefaultSessionTimeout.Seconds(), "seconds after which an idle MCP session is closed")
+	fs.Var(&grace, "shutdown-grace", "seconds running calls may finish after SIGTERM before they are cancelled")
+	fs.Var(&sessionTimeout, "session-timeout", "seconds after which an idle MCP session is closed")
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
 	if refusedTokenFlag("serve", args, stderr) {
 		return 2
@@ -90,7 +90,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(),
 		Toolsets: toolsets, Scripts: store,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight, BodyBudget: int64(bodyBudget),
-		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
+		SessionTimeout: sessionTimeout.d, Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
 	})
 	if err != nil {
@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "[AUTH] bearer token required (%s); %s\n", tokenSource, how)
 	}
 	fmt.Fprintf(stderr, "[READY] Ready to execute Python scripts on %s (REST %s/v1, seed %s/execute, MCP %s/mcp; %s)\n", url, url, url, url, auth)
-	if err := srv.Serve(ctx, ln, seconds(grace)); err != nil {
+	if err := srv.Serve(ctx, ln, grace.d); err != nil {
 		logger.Error("server stopped", "err", err)
 		return 1
 	}

@@ -18,7 +18,7 @@ import (
 // WireLimit). Larger inputs belong in a workspace file (script_path, or a
 // file the script opens).
 const (
-	MaxStdinBytes      = 1 << 20   // stdin, as text
+	MaxStdinBytes      = 1 << 20   // stdin, as text (Config.StdinLimit; `pyexec run` allows more)
 	MaxArgBytes        = 128 << 10 // one argument (the kernel's MAX_ARG_STRLEN)
 	MaxArgsBytes       = 256 << 10 // all arguments together
 	MaxEnvBytes        = 256 << 10 // all env_vars names and values together
@@ -124,15 +124,15 @@ func (e *Engine) checkFields(req *Request) error {
 	if err := e.checkSource(req); err != nil {
 		return err
 	}
-	return CheckFields(*req)
+	return checkFieldLimits(*req, e.cfg.StdinLimit)
 }
 
-// CheckFields checks the limits of every field but code (whose limit is the
-// server's; see Config.CodeLimit): sizes, NUL bytes where the kernel cannot
-// carry them, and the timeout's range. Clients can call it to fail early.
-func CheckFields(req Request) error {
-	if len(req.Stdin) > MaxStdinBytes {
-		return badRequest("stdin", "is %s; the limit is %s (put larger input in a workspace file and open it from the script)", FormatBytes(int64(len(req.Stdin))), FormatBytes(MaxStdinBytes))
+// checkFieldLimits checks the limits of every field but code (whose limit
+// is the server's; see Config.CodeLimit): sizes, NUL bytes where the kernel
+// cannot carry them, and the timeout's range.
+func checkFieldLimits(req Request, stdinLimit int) error {
+	if len(req.Stdin) > stdinLimit {
+		return badRequest("stdin", "is %s; the limit is %s (put larger input in a workspace file and open it from the script)", FormatBytes(int64(len(req.Stdin))), FormatBytes(int64(stdinLimit)))
 	}
 	total := 0
 	for i, a := range req.Args {

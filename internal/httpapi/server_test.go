@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -127,6 +128,16 @@ func TestRunResultAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// Histogram buckets are round numbers.
+	les := regexp.MustCompile(`le="([^"]+)"`).FindAllStringSubmatch(m, -1)
+	if len(les) < 10 {
+		t.Fatalf("few bucket labels: %d", len(les))
+	}
+	for _, le := range les {
+		if !regexp.MustCompile(`^(\+Inf|[0-9]+(\.[0-9]{1,4})?)$`).MatchString(le[1]) {
+			t.Errorf("bucket le=%q is not a round number", le[1])
 		}
 	}
 }

@@ -162,6 +162,7 @@ func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in Ser
 	if t.jobs != nil && t.jobs.budget > 0 {
 		info.Limits.SyncBudgetSeconds = t.jobs.budget.Seconds()
 	}
+	info.Limits.Timeouts = executor.TimeoutStory(info.Limits) // with this front end's sync budget
 	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
 }
 
