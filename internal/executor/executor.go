@@ -115,7 +115,7 @@ type Limits struct {
 	MaxQueue          int     `json:"max_queue,omitempty" jsonschema:"Most pending jobs; past it new runs are refused as busy."`
 
 	// Timeouts says in words which limit applies to which kind of run.
-	Timeouts string `json:"timeouts,omitempty" jsonschema:"Which time limit applies to which run, in words (see TimeoutStory)."`
+	Timeouts string `json:"timeouts,omitempty" jsonschema:"Which time limit applies to which run, in words: defaults, caps, and what 0 means."`
 }
 
 // TimeoutStory is the one rule for time limits, with this server's numbers:
