@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -372,13 +373,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // one (and 2025-06-18), progress notifications included.
 func TestMCPOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
+	var ts *httptest.Server
 	hc := &http.Client{Transport: bearer{"tok", http.DefaultTransport}}
 	for _, version := range []string{"", "2025-11-25", "2025-06-18"} {
 		name := version
 		if name == "" {
 			name = "latest-stateless"
 		}
+		// A server per protocol version: each saves the suite's script in
+		// a store of its own.
+		ts, _ = serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) {
+			o.Token = "tok"
+			o.SyncBudget = suiteBudget
+			o.Scripts = openStore(t)
+		})
 		t.Run(name, func(t *testing.T) {
 			var pc atomic.Int64
 			var opts *mcp.ClientSessionOptions
