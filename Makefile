@@ -9,9 +9,17 @@ build:
 	$(GO) build -o $(BIN) ./cmd/pyexec
 
 # uv resolves dependencies; runs without dependencies work without it.
+# The MCP Tasks end-to-end test drives pyexec with the official TypeScript
+# SDK (pinned in its package-lock.json); npm's cache keeps reinstalls local.
+TASKS_CLIENT = cmd/pyexec/testdata/tasks-client
+
 deps:
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@uv --version
+	@if command -v npm >/dev/null 2>&1; then \
+		test -d $(TASKS_CLIENT)/node_modules/@modelcontextprotocol/sdk || \
+		npm ci --prefix $(TASKS_CLIENT) --prefer-offline --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the MCP Tasks client test will be skipped"; fi
 
 run: build
 	./$(BIN) mcp

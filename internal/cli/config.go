@@ -101,11 +101,17 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	ruff, err := f.deps.ruffPath()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := engine.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return executor.NewLocal(eng, Version, f.maxWorkers), nil
+	l := executor.NewLocal(eng, Version, f.maxWorkers)
+	l.SetRuff(ruff)
+	return l, nil
 }
 
 // secondsFlag is a time flag in seconds. Negative, NaN and infinite values

@@ -108,14 +108,14 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 			return 2
 		}
 		defer s.Close()
-		store = executor.LocalScripts{Store: s}
+		store = executor.LocalScripts{Store: s, Jobs: jx}
 	}
 	logger.Debug("MCP tools", "toolsets", toolsets)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store})
 	// Not the SDK's stdio transport: one bad or oversized line must get an
 	// error reply, not end the session (and every job with it).
 	stdio := &mcpstdio.Transport{Reader: os.Stdin, Writer: os.Stdout, MaxFrameBytes: executor.BatchWireLimit(engine.DefaultCodeLimit), Logger: logger}
-	if err := srv.Run(ctx, stdio); err != nil && ctx.Err() == nil {
+	if err := srv.Run(ctx, mcpserver.TaskTransport(stdio)); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1
 	}

@@ -173,7 +173,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	}
 	x.applyAfter(env)
 	// A preamble's wrapper script must stay readable under confinement.
-	ro := slices.Clone(x.PythonPath)
+	ro := append(slices.Clone(x.PythonPath), x.ReadOnly...)
 	for _, a := range req.Preamble {
 		if filepath.IsAbs(a) {
 			ro = append(ro, a)

@@ -92,6 +92,9 @@ func (u *envUse) resolvedDependencies() []string {
 // dependencies work on machines without uv. The envUse must be done() when
 // the run is over (the env cannot be evicted until then).
 func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string, interp Interpreter, obs Observer) (*envUse, error) {
+	if req.Env != "" {
+		return e.namedEnvironment(ctx, req, obs) // named.go
+	}
 	src := []byte(req.Code)
 	field := "code"
 	if req.ScriptPath != "" {
@@ -112,7 +115,7 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 		Requirements:   append(append([]string(nil), meta.Dependencies...), req.Dependencies...),
 		RequiresPython: meta.RequiresPython,
 	}
-	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects {
+	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects && !req.NoProject {
 		start := cwd
 		if req.ScriptPath != "" {
 			start = filepath.Dir(file)

@@ -84,6 +84,9 @@ func (e *Engine) Validate(ctx context.Context, req Request) error {
 	if err := e.checkFields(&req); err != nil {
 		return err
 	}
+	if err := checkNamedEnv(&req); err != nil {
+		return err
+	}
 	if _, err := e.timeout(req.Timeout); err != nil {
 		return err
 	}

@@ -37,6 +37,13 @@ type JobExecutor interface {
 type SyncOptions struct {
 	Budget time.Duration // <= 0: no handoff
 	Label  string        // label of the job if the run is handed off
+	// Keep keeps the backing job after a run that ended within the budget
+	// (normally removed: only handed-off runs appear in list_jobs). An MCP
+	// task's run keeps its job, so get_job and list_jobs see it.
+	Keep bool
+	// OnJob, when set, hears the backing job once it exists (executors
+	// whose synchronous runs have one).
+	OnJob func(jobs.Job)
 }
 
 // Outcome is a synchronous run's result, or the job it became.
@@ -99,9 +106,14 @@ func (l *Local) runJob(ctx context.Context, req engine.Request, o jobs.RunOption
 // beat, and at once when the script reports progress.
 func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts SyncOptions, progress ProgressFunc) (Outcome, error) {
 	hb := &jobHeartbeat{m: l.m, progress: progress, start: time.Now()}
-	so := jobs.SyncOptions{Label: opts.Label, Budget: opts.Budget, Ephemeral: true}
+	so := jobs.SyncOptions{Label: opts.Label, Budget: opts.Budget, Ephemeral: !opts.Keep, OnStart: opts.OnJob}
 	if progress != nil {
-		so.OnStart = hb.begin
+		so.OnStart = func(j jobs.Job) {
+			if opts.OnJob != nil {
+				opts.OnJob(j)
+			}
+			hb.begin(j)
+		}
 		so.OnEvent = func(ev jobs.Event) {
 			if ev.Progress != nil {
 				hb.beat(ctx)

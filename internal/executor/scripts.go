@@ -2,7 +2,9 @@ package executor
 
 import (
 	"context"
+	"errors"
 
+	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/scripts"
 )
 
@@ -21,10 +23,17 @@ type Scripts interface {
 	// Autosave keeps an inline run's code. It never blocks and never fails
 	// the run: what cannot be kept is dropped.
 	Autosave(rec scripts.AutosaveRecord)
+	// RemoveOrphanedAutosaves removes the autosaved code of jobs that no
+	// longer exist (after a prune) and says how many it removed.
+	RemoveOrphanedAutosaves(ctx context.Context) (int, error)
 }
 
-// LocalScripts serves Scripts from a store in this process.
-type LocalScripts struct{ Store *scripts.Store }
+// LocalScripts serves Scripts from a store in this process. Jobs, when set,
+// are the jobs whose autosaves RemoveOrphanedAutosaves keeps.
+type LocalScripts struct {
+	Store *scripts.Store
+	Jobs  JobExecutor
+}
 
 var _ Scripts = LocalScripts{}
 
@@ -50,3 +59,18 @@ func (l LocalScripts) ScriptSource(_ context.Context, name string) (string, erro
 
 // Autosave implements Scripts.
 func (l LocalScripts) Autosave(rec scripts.AutosaveRecord) { l.Store.Autosave(rec) }
+
+// RemoveOrphanedAutosaves implements Scripts.
+func (l LocalScripts) RemoveOrphanedAutosaves(ctx context.Context) (int, error) {
+	if l.Jobs == nil {
+		return 0, nil
+	}
+	l.Store.Flush()
+	return l.Store.RemoveAutosaved(func(s scripts.Sidecar) bool {
+		if s.JobID == "" {
+			return false
+		}
+		_, err := l.Jobs.Job(ctx, s.JobID)
+		return errors.Is(err, jobs.ErrNotFound)
+	})
+}

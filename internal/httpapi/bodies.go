@@ -9,6 +9,10 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 )
 
+// smallBodyLimit bounds the bodies of requests that carry no code (an
+// environment to create, a prune).
+const smallBodyLimit = 1 << 20
+
 // DefaultBodyBudget is how many bytes of request bodies the server holds
 // at once by default (Options.BodyBudget).
 const DefaultBodyBudget = 64 << 20

@@ -68,6 +68,17 @@ func (c *Client) ScriptSource(ctx context.Context, name string) (string, error) 
 	return sc.Source, nil
 }
 
+// RemoveOrphanedAutosaves implements executor.Scripts on the server, which
+// knows its jobs.
+func (c *Client) RemoveOrphanedAutosaves(ctx context.Context) (int, error) {
+	var out struct {
+		Removed int `json:"removed"`
+	}
+	c.FlushAutosaves(ctx)
+	err := c.jsonCall(ctx, http.MethodPost, "/v1/autosaves/cleanup", struct{}{}, &out, 0)
+	return out.Removed, scriptError(err)
+}
+
 // Autosave implements executor.Scripts: the record is queued and sent to
 // the server in the background; a full queue drops it.
 func (c *Client) Autosave(rec scripts.AutosaveRecord) {

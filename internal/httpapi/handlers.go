@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 // MediaNDJSON asks /v1/run and /v1/batch to stream progress lines before the
@@ -41,6 +42,7 @@ type StreamLine[T any] struct {
 	Result   *T             `json:"result,omitempty" jsonschema:"The final result; the last line of the stream."`
 	Error    *ErrorDetail   `json:"error,omitempty" jsonschema:"The call failed after streaming began; the last line of the stream."`
 	Handoff  *RunHandoff    `json:"handoff,omitempty" jsonschema:"POST /v1/run with sync_budget only: the run outlived its budget and goes on as a background job; the last line of the stream."`
+	Job      *jobs.Job      `json:"job,omitempty" jsonschema:"POST /v1/run with keep_job only: the job the run is, as soon as it exists."`
 }
 
 func toEvent(p executor.Progress) *ProgressEvent {
@@ -132,6 +134,17 @@ func (s *stream[T]) progress(p executor.Progress) {
 	s.line(StreamLine[T]{Progress: toEvent(p)})
 }
 
+func (s *stream[T]) job(j jobs.Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	j.Request = nil
+	s.start()
+	s.line(StreamLine[T]{Job: &j})
+}
+
 func (s *stream[T]) handoff(h *RunHandoff) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,7 +181,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if budget > 0 {
+	if budget > 0 || req.KeepJob {
 		s.runOrHandoff(w, r, req, budget)
 		return
 	}
@@ -189,12 +202,15 @@ func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunReq
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
 		return
 	}
-	opts := executor.SyncOptions{Budget: budget, Label: req.JobLabel}
+	opts := executor.SyncOptions{Budget: budget, Label: req.JobLabel, Keep: req.KeepJob}
 	var st *stream[engine.Result]
 	var progress executor.ProgressFunc
 	if wantsNDJSON(r) {
 		st = newStream[engine.Result](w)
 		progress = st.progress
+		if req.KeepJob {
+			opts.OnJob = st.job
+		}
 	}
 	o, err := s.jx.RunOrHandoff(r.Context(), req.Request, opts, progress)
 	var h *RunHandoff

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
 // statelessFrom is the first MCP revision without sessions (SEP-2575).
@@ -45,17 +46,21 @@ func (s *Server) mcpHandler() http.Handler {
 		MaxRequestBodyBytes:          s.batchBodyLimit,
 		PropagateRequestCancellation: true,
 	})
+	// TaskHTTPHandler: task-augmented tools/call (MCP Tasks, mcpserver/tasks.go).
+	tasks := mcpserver.TaskHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessFrom && r.Header.Get("Mcp-Session-Id") == "" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	}), s.batchBodyLimit)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			ew := &rpcErrorWriter{ResponseWriter: w, limit: s.batchBodyLimit}
 			defer ew.finish()
 			w = ew
 		}
-		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessFrom && r.Header.Get("Mcp-Session-Id") == "" {
-			stateless.ServeHTTP(w, r)
-			return
-		}
-		stateful.ServeHTTP(w, r)
+		tasks.ServeHTTP(w, r)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/scripts"
 )
 
@@ -16,6 +17,7 @@ import (
 //	GET  /v1/scripts            list (include_autosaved)
 //	GET  /v1/scripts/{name}     one script with its source (autosaved)
 //	POST /v1/autosaves          keep an inline run's code (202; dropped when the writer is behind)
+//	POST /v1/autosaves/cleanup  remove the autosaved code of jobs that no longer exist
 
 // SaveScriptRequest is the body of POST /v1/scripts.
 type SaveScriptRequest struct {
@@ -44,6 +46,14 @@ func (s *Server) scriptRoutes(handle func(pattern, name string, o routeOpts, h h
 	handle("/v1/scripts", "scripts", routeOpts{}, methods{http.MethodGet: s.handleListScripts, http.MethodPost: s.handleSaveScript})
 	handle("/v1/scripts/{name}", "script", routeOpts{}, methods{http.MethodGet: s.handleViewScript})
 	handle("/v1/autosaves", "autosave", routeOpts{}, methods{http.MethodPost: s.handleAutosave})
+	handle("/v1/autosaves/cleanup", "autosave_cleanup", routeOpts{}, methods{http.MethodPost: s.handleCleanupAutosaves})
+}
+
+// handleCleanupAutosaves removes the autosaved code of jobs that no longer
+// exist (what py_cleanup_jobs does after a prune).
+func (s *Server) handleCleanupAutosaves(w http.ResponseWriter, r *http.Request) {
+	n, err := executor.LocalScripts{Store: s.opts.Scripts, Jobs: s.jx}.RemoveOrphanedAutosaves(r.Context())
+	s.reply(w, map[string]int{"removed": n}, err)
 }
 
 func (s *Server) handleSaveScript(w http.ResponseWriter, r *http.Request) {

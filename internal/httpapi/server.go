@@ -155,7 +155,7 @@ func NewServer(opts Options) (*Server, error) {
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
 	var store executor.Scripts // stays a nil interface without a store
 	if opts.Scripts != nil {
-		store = executor.LocalScripts{Store: opts.Scripts}
+		store = executor.LocalScripts{Store: opts.Scripts, Jobs: s.jx}
 	}
 	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store})
 	s.handler = s.routes()
@@ -191,8 +191,10 @@ func (s *Server) routes() http.Handler {
 	if s.jx != nil {
 		s.jobRoutes(handle)
 	}
+	s.envRoutes(handle)     // envs.go
+	s.qualityRoutes(handle) // quality.go
 	if s.opts.Scripts != nil {
-		s.scriptRoutes(handle)
+		s.scriptRoutes(handle) // scripts.go
 	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))

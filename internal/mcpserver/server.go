@@ -43,6 +43,10 @@ func toolsetInstructions(ts string) string {
 		return ` save_script stores code by name with its dependencies (run it with script_name); list_scripts and view_script show saved scripts and the autosaved code of recent inline runs.`
 	case ToolsetCompat:
 		return ` The tools of the uv-exec-mcp, py-executor and python-executor-mcp servers are also available under their own names.`
+	case ToolsetQuality:
+		return ` format_code and lint_code check code or a workspace file with ruff (lint select ["S"]: security rules); files change only with write: true.`
+	case ToolsetEnvs:
+		return ` For packages used across many calls, env_create builds a named environment once; then pass env: NAME to run_python.`
 	}
 	return ""
 }
@@ -62,7 +66,7 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	if sets == nil {
 		sets, _ = ParseToolsets(DefaultToolsets)
 	}
-	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetCompat} {
+	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetQuality, ToolsetEnvs, ToolsetCompat} {
 		if slices.Contains(sets, ts) && (ts != ToolsetScripts || opts.Scripts != nil) {
 			sopts.Instructions += toolsetInstructions(ts)
 		}
@@ -74,6 +78,9 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
 	t.registerToolsets(srv, sets)
+	t.registerTasks(srv, sets)
+	// Added last, so outermost: arguments are checked before anything,
+	// task-augmented calls included.
 	srv.AddReceivingMiddleware(t.checkArgumentsMiddleware)
 	return srv
 }
