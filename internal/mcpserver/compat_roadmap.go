@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -144,10 +143,10 @@ func (t *tools) streamDeltas(ctx context.Context, _ *mcp.CallToolRequest, in Str
 	if err != nil {
 		return nil, StreamDeltasOutput{}, err
 	}
-	if in.Wait < 0 || in.MaxBytes < 0 {
-		return nil, StreamDeltasOutput{}, errors.New("wait and max_bytes must be >= 0")
+	wait, err := engine.Seconds("wait", in.Wait, 0, maxWait)
+	if err != nil {
+		return nil, StreamDeltasOutput{}, err
 	}
-	wait := min(time.Duration(in.Wait*float64(time.Second)), maxWait)
 	ch, err := t.jobs.ex.Output(ctx, in.JobID, jobs.Cursor{StdoutOffset: o, StderrOffset: e, MaxBytes: in.MaxBytes, Wait: wait})
 	if err != nil {
 		return nil, StreamDeltasOutput{}, jobError(in.JobID, err)
