@@ -267,6 +267,8 @@ var (
 	// different temp dir for the local and the remote store.
 	storePathRe = regexp.MustCompile("`/[^`]*/scripts/")
 	savedAtRe   = regexp.MustCompile(`"saved_at": "[^"]*"`)
+	// The [TIMEOUT] line says how long the run took before it was killed.
+	killedAfterRe = regexp.MustCompile(`killed after \d+\.\ds`)
 )
 
 // normalize drops what legitimately differs between two runs of the same
@@ -300,6 +302,8 @@ func normalize(r *mcp.CallToolResult, s map[string]any) (string, string) {
 		}
 	}
 	txt = storePathRe.ReplaceAllString(txt, "`STORE/scripts/")
+	txt = killedAfterRe.ReplaceAllString(txt, "killed after Ns")
+	data = killedAfterRe.ReplaceAll(data, []byte("killed after Ns"))
 	txt = savedAtRe.ReplaceAllString(txt, `"saved_at": "T"`)
 	return secondsRe.ReplaceAllString(txt, "N s"), string(data)
 }
