@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pyexec
 PYTHON  ?= python3
 
-.PHONY: build run test deps vet conformance
+.PHONY: build run test deps vet conformance deploy-check
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pyexec
@@ -34,3 +34,8 @@ test: deps vet
 # The official MCP conformance suite against `pyexec serve`'s /mcp (needs npm).
 conformance:
 	bash scripts/conformance.sh
+
+# Helm chart (helm lint and template, helm built from its Go module), the
+# compose file and nginx.conf; no cluster or container engine needed.
+deploy-check:
+	bash scripts/deploycheck.sh

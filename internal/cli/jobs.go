@@ -10,6 +10,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/pgdb"
 )
 
 // jobFlags configure background jobs (servers only).
@@ -18,6 +19,11 @@ type jobFlags struct {
 	jobTimeout    secondsFlag
 	maxConcurrent int
 	maxQueue      int
+
+	// Set by serve for a shared store (store.go).
+	db       *pgdb.DB
+	nodeID   string
+	nodeLost time.Duration
 }
 
 // jobAliases are the seed's names for the job flags.
@@ -60,6 +66,9 @@ func (f *jobFlags) open(ctx context.Context, l *executor.Local, logger *slog.Log
 		MaxQueue:      f.maxQueue,
 		JobTimeout:    timeout,
 		Logger:        logger,
+		DB:            f.db,
+		NodeID:        f.nodeID,
+		NodeLostAfter: f.nodeLost,
 	})
 }
 

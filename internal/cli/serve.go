@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pyexec/pyexec/internal/cluster"
 	"github.com/pyexec/pyexec/internal/httpapi"
 )
 
@@ -29,6 +30,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		ef             engineFlags
 		jf             jobFlags
 		mf             mcpFlags
+		sf             storeFlags
 		listen         string
 		tokenFile      string
 		insecureNoAuth bool
@@ -42,6 +44,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	ef.register(fs)
 	jf.register(fs)
 	mf.register(fs)
+	sf.register(fs)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on, HOST:PORT (also EXECUTION_HOST and EXECUTION_PORT)")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the bearer token required on every route but /health (default: PYEXEC_TOKEN, else a token generated into STATE-DIR/server-token)")
 	fs.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "answer every route without a token, as the uv-exec-mcp seed did (anyone who can connect, runs included, can run code and read every job)")
@@ -68,6 +71,14 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 2
 	}
+	rep, err := sf.openReplica(ctx, &jf, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 2
+	}
+	if rep != nil {
+		defer rep.leave() // after the jobs are closed
+	}
 	jx, closeLocal, err := openLocal(ctx, &ef, &jf, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
@@ -86,18 +97,28 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	defer store.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 1
+	}
+	defer ln.Close()
+	var router *cluster.Router
+	if rep != nil {
+		if err := rep.join(ctx, &sf, ln, jx, logger); err != nil {
+			fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+			return 1
+		}
+		router = rep.router
+	}
 	srv, err := httpapi.NewServer(httpapi.Options{
 		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(),
 		Toolsets: toolsets, Scripts: store,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight, BodyBudget: int64(bodyBudget),
 		SessionTimeout: sessionTimeout.d, Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
+		Router:    router,
 	})
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
-		return 1
-	}
-	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 1

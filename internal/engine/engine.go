@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,11 +15,13 @@ import (
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/uvenv"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Engine runs Python requests. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
+	ws      *workspace.Root // the path rules (package workspace)
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
 	caps    capsCache      // what the kernel can enforce (sandbox.go)
@@ -37,11 +40,19 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
 	}
-	envs, err := newEnvironments(cfg)
+	ws, err := workspace.NewRoot(cfg.Workspace)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
+	var e *Engine
+	envs, err := newEnvironments(cfg, func(ctx context.Context, c uvenv.Command) (int, error) {
+		return e.buildConfiner(&Request{})(ctx, c) // the server's own sandbox settings
+	})
+	if err != nil {
+		return nil, err
+	}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
+	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
 }
@@ -116,6 +127,7 @@ type prepared struct {
 	uv       *envUse // the uv environment the run uses, or nil
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
+	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
 
 	sandbox      *sandbox.Spec
 	sandboxNotes []string
@@ -136,19 +148,29 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	if err != nil {
 		return nil, err
 	}
+	rights, err := e.readRights(req, cwd)
+	if err != nil {
+		return nil, err
+	}
 	var file string
+	src := []byte(req.Code)
 	if req.ScriptPath != "" {
 		if file, err = e.resolveScript(req.ScriptPath, cwd); err != nil {
+			return nil, err
+		}
+		// Read once, race-free and as the run user would (for its PEP 723
+		// block); Python itself then opens it confined.
+		if src, err = e.readWorkspaceFile("script_path", req.ScriptPath, file, rights, maxSourceBytes); err != nil {
 			return nil, err
 		}
 	} else if file, err = e.writeCode(req.Code); err != nil {
 		return nil, err
 	}
-	interp, strategy, err := e.chooseInterpreter(ctx, req, cwd)
+	interp, strategy, err := e.chooseInterpreter(ctx, req, cwd, rights)
 	if err != nil {
 		return nil, err
 	}
-	uv, err := e.environment(ctx, req, file, cwd, interp, obs)
+	uv, err := e.environment(ctx, req, src, file, cwd, interp, rights, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +189,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
 	x.applyBefore(env)
-	if err := e.applyRequestEnv(env, req, cwd); err != nil {
+	if err := e.applyRequestEnv(env, req, cwd, rights); err != nil {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
@@ -194,7 +216,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
-		sandbox: box, sandboxNotes: boxNotes,
+		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }
 

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/uvenv"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Named environments: env_create builds a persistent environment under a
@@ -59,7 +59,7 @@ func (e *Engine) namedEnvironment(ctx context.Context, req *Request, obs Observe
 		return nil, badRequest("env", "%v", err)
 	}
 	return &envUse{
-		interp:   Interpreter{Path: env.Python, Version: env.PythonVersion, Source: "uv"},
+		interp:   Interpreter{Path: env.Python, Version: env.PythonVersion, Source: "uv", kind: kindEnv, base: env.BasePython},
 		strategy: env.Strategy, resolved: env.Resolved, release: release,
 	}, nil
 }
@@ -91,32 +91,34 @@ func (e *Engine) CreateNamedEnv(ctx context.Context, name string, spec EnvSpec, 
 	if len(spec.Dependencies) == 0 {
 		return uvenv.NamedEnv{}, badRequest("dependencies", "give at least one requirement, like [\"numpy\", \"pandas>=2\"]")
 	}
-	if _, err := uvenv.NormalizeRequirements(spec.Dependencies); err != nil {
-		return uvenv.NamedEnv{}, badRequest("dependencies", "%v", err)
+	// Local requirements must lie in the workspace (relative ones: from
+	// its root), as a run's.
+	reqs, err := e.localRequirements(spec.Dependencies, e.cfg.Workspace, "")
+	if err != nil {
+		return uvenv.NamedEnv{}, err
 	}
 	var interp Interpreter
-	var err error
 	if spec.PythonVersion != "" {
 		// The cwd plays no part: a named environment is built on an
 		// installed interpreter, never on a workspace .venv.
-		interp, _, err = e.chooseInterpreter(ctx, &Request{PythonVersion: spec.PythonVersion}, e.cfg.Workspace)
+		interp, _, err = e.chooseInterpreter(ctx, &Request{PythonVersion: spec.PythonVersion}, e.cfg.Workspace, workspace.ServerRights)
 	} else {
 		interp, err = e.defaultInterpreter(ctx)
 	}
 	if err != nil {
 		return uvenv.NamedEnv{}, err
 	}
-	base := interp.Path
-	if isVenv(base) {
-		if real, err := filepath.EvalSymlinks(base); err == nil && !isVenv(real) {
-			base = real
-		}
+	if interp.base == "" {
+		return uvenv.NamedEnv{}, badRequest("python_version", "%s is not one of this server's trusted interpreters", interp.Path)
 	}
 	var progress uvenv.Progress
 	if eo, ok := obs.(EnvironmentObserver); ok {
 		progress = eo.Environment
 	}
-	rec, _, err := e.envs.CreateNamed(ctx, name, uvenv.Spec{Python: base, PythonVersion: interp.Version, Requirements: spec.Dependencies}, spec.Replace, spec.Tool, progress)
+	// What has to be built from source is built confined, under the
+	// server's own sandbox settings (no request tightens them here).
+	rec, _, err := e.envs.CreateNamed(ctx, name, uvenv.Spec{Python: interp.base, PythonVersion: interp.Version, Requirements: reqs,
+		WorkspaceRoot: e.cfg.Workspace, Confine: e.buildConfiner(&Request{})}, spec.Replace, spec.Tool, progress)
 	switch {
 	case err == nil:
 		return rec, nil

@@ -47,21 +47,39 @@ func (s *Server) mcpHandler() http.Handler {
 		PropagateRequestCancellation: true,
 	})
 	// TaskHTTPHandler: task-augmented tools/call (MCP Tasks, mcpserver/tasks.go).
-	tasks := mcpserver.TaskHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	local := mcpserver.TaskHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessFrom && r.Header.Get("Mcp-Session-Id") == "" {
 			stateless.ServeHTTP(w, r)
 			return
 		}
 		stateful.ServeHTTP(w, r)
 	}), s.batchBodyLimit)
+	routed := local
+	if s.opts.Router != nil {
+		routed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && s.opts.Router.Forward(w, r, sid, sessionGone) {
+				return // another replica's session
+			}
+			local.ServeHTTP(w, r)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			ew := &rpcErrorWriter{ResponseWriter: w, limit: s.batchBodyLimit}
 			defer ew.finish()
 			w = ew
 		}
-		tasks.ServeHTTP(w, r)
+		routed.ServeHTTP(w, r)
 	})
+}
+
+// NodeHeader names the replica that answered a request (replica sets only).
+const NodeHeader = "X-Pyexec-Node"
+
+// sessionGone is the answer for a session whose replica is gone: 404, on
+// which the protocol has the client initialize a new session.
+func sessionGone(w http.ResponseWriter) {
+	http.Error(w, "session not found: the replica that created this MCP session is gone; initialize a new session", http.StatusNotFound)
 }
 
 // rpcErrorWriter turns the SDK's plain-text answers to a body it cannot

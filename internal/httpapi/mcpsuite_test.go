@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -16,6 +16,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
+	"github.com/pyexec/pyexec/internal/testutil/pgtest"
 )
 
 // toolCase is one MCP tool call of the shared suite and what must hold of
@@ -137,7 +138,7 @@ func suite(workspace string) []toolCase {
 			check: wantToolError("not both")},
 		// Scripts live on the executing side: a local store, or the
 		// execution server's (never the front end's).
-		{name: "save script", tool: "save_script", args: map[string]any{"name": "greet", "code": "import sys\nprint('hi', sys.argv[1:])", "dependencies": []string{}},
+		{name: "save script", tool: "save_script", args: map[string]any{"name": "greet", "code": "import sys\nprint('hi', sys.argv[1:])", "dependencies": []string{}, "overwrite": true},
 			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
 				wantOK(t, r)
 				if s["name"] != "greet" || !strings.HasSuffix(s["path"].(string), "/scripts/greet.py") {
@@ -333,6 +334,21 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 		{"local", connectWithScripts(t, local, executor.LocalScripts{Store: localStore}, &lp), &lp},
 		{"remote", connectWithScripts(t, remote, remote, &rp), &rp},
 	}
+	// The same through a balancer in front of replicas on PostgreSQL, when
+	// there is one to run on.
+	if os.Getenv(pgtest.URLEnv) != "" || os.Getenv(pgtest.RequiredEnv) != "" {
+		lb := replicaSet(t, f, 3, func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
+		replicas, err := httpapi.NewClient(lb, httpapi.ClientOptions{Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pp atomic.Int64
+		executors = append(executors, struct {
+			name string
+			cs   *mcp.ClientSession
+			pc   *atomic.Int64
+		}{"replicas", connectInMemory(t, replicas, &pp), &pp})
+	}
 	for _, tc := range suite(f.workspace) {
 		t.Run(tc.name, func(t *testing.T) {
 			var texts, structs []string
@@ -344,8 +360,11 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 					texts, structs = append(texts, tx), append(structs, st)
 				})
 			}
-			if len(texts) == 2 && (texts[0] != texts[1] || structs[0] != structs[1]) {
-				t.Errorf("local and remote differ:\nlocal  text %q\nremote text %q\nlocal  structured %s\nremote structured %s", texts[0], texts[1], structs[0], structs[1])
+			for i := 1; i < len(texts) && len(texts) == len(executors); i++ {
+				if texts[0] != texts[i] || structs[0] != structs[i] {
+					t.Errorf("local and %s differ:\nlocal  text %q\n%s text %q\nlocal  structured %s\n%s structured %s",
+						executors[i].name, texts[0], executors[i].name, texts[i], structs[0], executors[i].name, structs[i])
+				}
 			}
 		})
 	}
@@ -377,27 +396,37 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // one (and 2025-06-18), progress notifications included.
 func TestMCPOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	var ts *httptest.Server
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) {
+		o.Token = "tok"
+		o.SyncBudget = suiteBudget
+		o.Scripts = openStore(t)
+	})
+	testMCPOverHTTP(t, f, ts.URL, true)
+}
+
+// TestMCPOverHTTPOnReplicas is TestMCPOverHTTP through a balancer in front
+// of replicas on PostgreSQL: session requests are forwarded to the replica
+// that created the session. (Saved scripts live in one replica's state dir,
+// which a replica set does not share: the scripts cases are left out.)
+func TestMCPOverHTTPOnReplicas(t *testing.T) {
+	f := newFixture(t)
+	testMCPOverHTTP(t, f, replicaSet(t, f, 3, func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget }), false)
+}
+
+func testMCPOverHTTP(t *testing.T, f fixture, base string, scripts bool) {
 	hc := &http.Client{Transport: bearer{"tok", http.DefaultTransport}}
 	for _, version := range []string{"", "2025-11-25", "2025-06-18"} {
 		name := version
 		if name == "" {
 			name = "latest-stateless"
 		}
-		// A server per protocol version: each saves the suite's script in
-		// a store of its own.
-		ts, _ = serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) {
-			o.Token = "tok"
-			o.SyncBudget = suiteBudget
-			o.Scripts = openStore(t)
-		})
 		t.Run(name, func(t *testing.T) {
 			var pc atomic.Int64
 			var opts *mcp.ClientSessionOptions
 			if version != "" {
 				opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 			}
-			cs, err := newClient(&pc).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: hc}, opts)
+			cs, err := newClient(&pc).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -413,6 +442,9 @@ func TestMCPOverHTTP(t *testing.T) {
 				if tc.name == "timeout" || tc.name == "batch too large" {
 					continue // covered above; keep this matrix quick
 				}
+				if !scripts && tc.tool != "run_python" && strings.Contains(tc.tool, "script") || !scripts && tc.args["script_name"] != nil {
+					continue
+				}
 				t.Run(tc.name, func(t *testing.T) {
 					r, s := callTool(t, cs, tc, &pc)
 					tc.check(t, r, s)
@@ -422,7 +454,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	// Without the token, /mcp is closed too.
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1}, nil)
 	if err == nil {
 		t.Fatal("connected to /mcp without the token")
 	}

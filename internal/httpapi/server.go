@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/cluster"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/mcpserver"
@@ -78,6 +79,11 @@ type Options struct {
 	// below the largest single body (a batch), which always fits on an
 	// idle server.
 	BodyBudget int64
+	// Router, when set, makes this server one replica of a set sharing a
+	// PostgreSQL store: MCP session ids name this replica, a request for
+	// another replica's session is forwarded there (404 when it is gone),
+	// and every response says which replica answered (X-Pyexec-Node).
+	Router *cluster.Router
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -157,7 +163,11 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Scripts != nil {
 		store = executor.LocalScripts{Store: opts.Scripts, Jobs: s.jx}
 	}
-	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store})
+	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store}
+	if opts.Router != nil {
+		mopts.SessionID = opts.Router.NewID
+	}
+	s.mcp = mcpserver.New(s.ex, mopts)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -243,6 +253,9 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			s.m.httpLatency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}()
 		w = sw
+		if s.opts.Router != nil {
+			w.Header().Set(NodeHeader, s.opts.Router.NodeID())
+		}
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
 			writeError(w, newAPIError(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down"))

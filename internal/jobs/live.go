@@ -33,6 +33,11 @@ type liveJob struct {
 	runErr          error
 	forgotten       bool // an ephemeral job to delete once saved (guarded by Manager.mu; storage.go)
 
+	// Shared stores only (shared.go).
+	claimed bool     // taken from the shared queue (handed back if never started)
+	fenced  bool     // the lease was lost: the store is no longer ours to write
+	flusher *flusher // copies output to the store while the job runs
+
 	done chan struct{} // closed once the final state is persisted
 }
 
@@ -42,8 +47,12 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 	lj.mu.Lock()
 	defer lj.mu.Unlock()
 	j := lj.job
-	if !withRequest {
+	switch {
+	case !withRequest:
 		j.Request = nil
+	case j.Request != nil && len(j.Request.EnvVars) > 0:
+		r := redact(*j.Request) // as the store keeps it: env values are often secrets
+		j.Request = &r
 	}
 	return j
 }
@@ -55,7 +64,11 @@ func (lj *liveJob) persist() error {
 	j := lj.snapshot(false)
 	ctx, cancel := storageContext()
 	defer cancel()
-	if err := lj.m.store.update(ctx, &j); err != nil {
+	err := lj.m.store.update(ctx, &j)
+	if lj.m.sh != nil {
+		err = lj.m.sh.saved(lj, &j, err)
+	}
+	if err != nil {
 		lj.m.log.Error("saving job state", "job", j.ID, "status", j.Status, "err", err)
 		return err
 	}
@@ -142,5 +155,8 @@ func (o observer) Output(s engine.Stream, p []byte) {
 	lj.mu.Unlock()
 	if grew {
 		lj.m.hub.publish(ev)
+		if lj.flusher != nil {
+			lj.flusher.poke()
+		}
 	}
 }

@@ -59,6 +59,10 @@ type outputState struct {
 	final          bool // no more bytes will be appended
 	stdout, stderr logState
 	changed        <-chan struct{} // nil for finished jobs
+	// Shared stores: how often to re-read without a wakeup, and the reader
+	// of the flushed output (nil: the local log files).
+	poll time.Duration
+	read func(s engine.Stream, off, end int64, max int, final bool) (string, int64, error)
 }
 
 func (m *Manager) outputState(ctx context.Context, id string) (outputState, error) {
@@ -73,6 +77,9 @@ func (m *Manager) outputState(ctx context.Context, id string) (outputState, erro
 			st.stderr = lj.stderr.state()
 		}
 		return st, nil
+	}
+	if m.sh != nil {
+		return m.sh.outputState(ctx, id)
 	}
 	j, err := m.store.get(ctx, id)
 	if err != nil {
@@ -120,27 +127,42 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 			return Chunk{}, err
 		}
 		ch := Chunk{JobID: id, Status: st.status, StdoutSize: st.stdout.size, StderrSize: st.stderr.size}
-		if c.StdoutOffset > st.stdout.size {
-			return Chunk{}, &engine.RequestError{Field: "stdout_offset", Message: fmt.Sprintf("%d is past the end of the job's stdout (%d bytes so far); pass back a next_stdout_offset", c.StdoutOffset, st.stdout.size)}
+		read := st.read
+		if read == nil {
+			// Local logs: an offset past what is written is the caller's
+			// mistake, named as such (not a read error).
+			if c.StdoutOffset > st.stdout.size {
+				return Chunk{}, &engine.RequestError{Field: "stdout_offset", Message: fmt.Sprintf("%d is past the end of the job's stdout (%d bytes so far); pass back a next_stdout_offset", c.StdoutOffset, st.stdout.size)}
+			}
+			if c.StderrOffset > st.stderr.size {
+				return Chunk{}, &engine.RequestError{Field: "stderr_offset", Message: fmt.Sprintf("%d is past the end of the job's stderr (%d bytes so far); pass back a next_stderr_offset", c.StderrOffset, st.stderr.size)}
+			}
+			read = func(s engine.Stream, off, end int64, max int, final bool) (string, int64, error) {
+				name := stdoutLogName
+				if s == engine.Stderr {
+					name = stderrLogName
+				}
+				return readLog(filepath.Join(dir, name), off, end, max, final)
+			}
 		}
-		if c.StderrOffset > st.stderr.size {
-			return Chunk{}, &engine.RequestError{Field: "stderr_offset", Message: fmt.Sprintf("%d is past the end of the job's stderr (%d bytes so far); pass back a next_stderr_offset", c.StderrOffset, st.stderr.size)}
-		}
-		ch.Stdout, ch.StdoutOffset, err = readLog(filepath.Join(dir, stdoutLogName), c.StdoutOffset, st.stdout.size, c.MaxBytes, st.final)
+		ch.Stdout, ch.StdoutOffset, err = read(engine.Stdout, c.StdoutOffset, st.stdout.size, c.MaxBytes, st.final)
 		if err != nil {
 			return Chunk{}, fmt.Errorf("job %s stdout: %w", id, err)
 		}
-		ch.Stderr, ch.StderrOffset, err = readLog(filepath.Join(dir, stderrLogName), c.StderrOffset, st.stderr.size, c.MaxBytes, st.final)
+		ch.Stderr, ch.StderrOffset, err = read(engine.Stderr, c.StderrOffset, st.stderr.size, c.MaxBytes, st.final)
 		if err != nil {
 			return Chunk{}, fmt.Errorf("job %s stderr: %w", id, err)
 		}
-		ch.Done = st.final && ch.StdoutOffset == st.stdout.size && ch.StderrOffset == st.stderr.size
+		ch.Done = st.final && ch.StdoutOffset >= st.stdout.size && ch.StderrOffset >= st.stderr.size
 		progressed := ch.StdoutOffset != c.StdoutOffset || ch.StderrOffset != c.StderrOffset
 		if progressed || st.final || timer == nil {
 			return ch, nil
 		}
 		var poll <-chan time.Time
-		if st.changed == nil { // another process's job: no in-process wakeup exists
+		switch {
+		case st.poll > 0:
+			poll = time.After(st.poll)
+		case st.changed == nil: // another process's job: no in-process wakeup exists
 			poll = time.After(foreignPollInterval)
 		}
 		if m.onWait != nil {

@@ -80,6 +80,9 @@ func (m *Manager) runJob(lj *liveJob) {
 	if !skip {
 		_ = lj.persist() // logged; the final state is saved (or kept) at the end
 		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusRunning})
+		if m.sh != nil {
+			lj.flusher = m.sh.startFlusher(lj)
+		}
 		res, runErr = m.execute(ctx, lj)
 	}
 	m.finishRun(ctx, lj, res, runErr)
@@ -147,6 +150,8 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	}
 	lj.runErr = runErr
 	switch {
+	case lj.fenced:
+		j.Status, j.Error = StatusFailed, MsgNodeLost
 	case lj.cancelRequested:
 		j.Status, j.Error = StatusCancelled, MsgCancelled
 	case m.baseCtx.Err() != nil:
@@ -206,7 +211,10 @@ func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
 // kept in memory as finished (failed, saying why) and saved later: it never
 // stays "running" in the eyes of readers.
 func (m *Manager) finalize(lj *liveJob, ev Event) {
-	if err := lj.persist(); err != nil {
+	if m.sh != nil {
+		m.sh.finishFlush(lj)
+	}
+	if err := lj.persist(); err != nil && !errors.Is(err, ErrNotFound) { // a removed row has nothing to keep
 		lj.mu.Lock()
 		if IsStorageFull(err) {
 			markStorageLoss(&lj.job, "the job's final state could not be saved yet (kept in memory, saved again once there is room; lost if the server stops first)")
@@ -222,4 +230,7 @@ func (m *Manager) finalize(lj *liveJob, ev Event) {
 	lj.mu.Unlock()
 	close(lj.done)
 	m.hub.publish(ev)
+	if m.sh != nil {
+		m.sh.afterFinal(lj)
+	}
 }

@@ -97,7 +97,7 @@ func (m *Manager) saveUnsaved() {
 	}
 	m.mu.Unlock()
 	for _, lj := range pending {
-		if err := lj.persist(); err != nil {
+		if err := lj.persist(); err != nil && !errors.Is(err, ErrNotFound) {
 			continue
 		}
 		m.mu.Lock()

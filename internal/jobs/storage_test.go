@@ -99,7 +99,7 @@ func TestUnsavedFinalState(t *testing.T) {
 	c := f.next(t)
 	c.stdout(t, "hi\n")
 	// The store stops taking writes (as a full disk would have it).
-	if _, err := m.store.w.ExecContext(ctx, `PRAGMA query_only = 1`); err != nil {
+	if _, err := m.store.(*store).w.ExecContext(ctx, `PRAGMA query_only = 1`); err != nil {
 		t.Fatal(err)
 	}
 	c.exit(t, 0)
@@ -131,7 +131,7 @@ func TestUnsavedFinalState(t *testing.T) {
 		t.Fatalf("output: %+v %v", ch, err)
 	}
 	// Writes allowed again: the retry saves it.
-	if _, err := m.store.w.ExecContext(ctx, `PRAGMA query_only = 0`); err != nil {
+	if _, err := m.store.(*store).w.ExecContext(ctx, `PRAGMA query_only = 0`); err != nil {
 		t.Fatal(err)
 	}
 	m.saveUnsaved() // what the retry ticker does

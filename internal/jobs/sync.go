@@ -64,7 +64,7 @@ func (o SyncOutcome) HandedOff() bool { return o.Result == nil }
 // If the RunFunc fails (the request could not be run at all), its error is
 // returned together with the failed job.
 func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOptions) (SyncOutcome, error) {
-	lj, err := m.start(ctx, req, opts.Label)
+	lj, err := m.start(ctx, req, opts.Label, false)
 	if err != nil {
 		return SyncOutcome{}, err
 	}
@@ -108,6 +108,9 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 				return m.syncDone(lj, opts.Ephemeral)
 			default:
 			}
+			lj.mu.Lock()
+			lj.job.quiet = false // its id is out: other replicas may follow it now
+			lj.mu.Unlock()
 			return SyncOutcome{Job: lj.snapshot(false), Output: &out}, nil
 		case <-ctx.Done():
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

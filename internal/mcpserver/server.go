@@ -27,6 +27,10 @@ type Options struct {
 	// Without it the scripts tools are not registered, run_python rejects
 	// script_name, and nothing is autosaved.
 	Scripts executor.Scripts
+	// SessionID, when set, mints MCP session ids (Streamable HTTP): a
+	// replica set names the creating replica in them, so any replica can
+	// route a session's requests to it (internal/cluster).
+	SessionID func() string
 }
 
 const instructions = `pyexec runs Python for you without any shell quoting: pass source in "code" (or a workspace file in "script_path") and it is written to a file and run as "python -u FILE". ` +
@@ -61,6 +65,7 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,
+		GetSessionID: opts.SessionID,
 	}
 	sets := opts.Toolsets
 	if sets == nil {

@@ -36,6 +36,10 @@ type Manifest struct {
 	UVVersion     string        `json:"uv_version,omitempty"`
 	// Sealed: bytecode compiled and the env made read-only (seal.go).
 	Sealed bool `json:"sealed"`
+	// Confined: built by uv under a Confiner (something had to be built
+	// from source): its files were written by that build, and the server
+	// never executes them (confine.go).
+	Confined bool `json:"confined,omitempty"`
 }
 
 // EnvInfo is one cached environment as List reports it.
