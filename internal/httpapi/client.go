@@ -29,6 +29,8 @@ const (
 	// gives up on the server.
 	DefaultTimeoutBuffer  = 10 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
+	// infoTimeout bounds GET /v1/info (see Client.Info).
+	infoTimeout = 60 * time.Second
 )
 
 // ClientOptions configure a Client.
@@ -104,7 +106,10 @@ func (c *Client) Batch(ctx context.Context, req executor.BatchRequest, progress 
 
 // Info implements executor.Executor.
 func (c *Client) Info(ctx context.Context) (executor.Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.TimeoutBuffer)
+	// A server's first /v1/info looks for every installed interpreter
+	// (seconds on a busy machine): it gets longer than the silence a run
+	// may keep. A server that is down still fails at once.
+	ctx, cancel := context.WithTimeout(ctx, max(c.opts.TimeoutBuffer, infoTimeout))
 	defer cancel()
 	var info executor.Info
 	if err := c.get(ctx, "/v1/info", &info); err != nil {
