@@ -13,10 +13,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/pyexec/pyexec/internal/buildinfo"
 )
 
-// Version is pyexec's release version.
-const Version = "0.1.0"
+// Version is pyexec's release version (stamped by release builds, else
+// what the Go toolchain recorded; see internal/buildinfo).
+var Version = buildinfo.Read().Version
 
 type command struct {
 	name    string
@@ -74,7 +77,7 @@ func usage(w io.Writer) {
 }
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
-	fmt.Fprintf(stdout, "pyexec %s\n", Version)
+	fmt.Fprintln(stdout, buildinfo.Read())
 	return 0
 }
 

@@ -3,13 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/buildinfo"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -99,7 +99,7 @@ func TestRunCommand(t *testing.T) {
 		{"size past int64 is refused", []string{"run", "--memory-limit", "99999999999G", "-c", "1"}, nil, "", 2, "", "more than 8 EiB"},
 		{"PYEXEC_C is not read", []string{"run", "hello.py"}, []string{"PYEXEC_C=print('not this')"}, "", 0, "hello []\n", ""},
 		{"nothing to run", []string{"run"}, nil, "", 2, "", "give -c CODE or a FILE"},
-		{"version", []string{"version"}, nil, "", 0, "pyexec " + Version + "\n", ""},
+		{"version", []string{"version"}, nil, "", 0, buildinfo.Read().String() + "\n", ""},
 		{"help", []string{"run", "--help"}, nil, "", 0, "", "PYEXEC_WORKSPACE"},
 		{"unknown command", []string{"frobnicate"}, nil, "", 2, "", "unknown command"},
 	}
@@ -241,7 +241,7 @@ time.sleep(600)
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		waitFor(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+		waitFor(t, func() bool { return proc.Gone(pid) })
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"text/tabwriter"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -51,12 +52,16 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "inline code\t%s max\n", engine.FormatBytes(int64(l.MaxCodeBytes)))
 	fmt.Fprintf(w, "inline output\t%s per stream (head and tail kept)\n", engine.FormatBytes(int64(l.OutputCapBytes)))
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
-	if warm > 0 {
+	switch {
+	case engine.WarmUnsupported != "":
+		fmt.Fprintf(w, "warm interpreters\toff: %s\n", engine.WarmUnsupported)
+	case warm > 0:
 		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server, confined like cold runs), preload %q\n", warm, preload)
-	} else {
+	default:
 		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
 	}
-	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
+	fmt.Fprintf(w, "platform\t%s/%s\n", runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "process tree\t%s\n", treeKill)
 	sb := info.Sandbox
 	fmt.Fprintf(w, "sandbox\t%s, network %s, run-as %s, best-effort %v\n", sb.Policy, sb.Network, sb.RunAs, sb.BestEffort)
 	fmt.Fprintf(w, "runs execute as\t%s\n", sb.RunsAs)
@@ -69,6 +74,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	w.Flush()
 	fmt.Fprintln(stdout, "\nconfinement on this kernel:")
 	fmt.Fprint(stdout, sb.Capabilities.String())
+	if offLinux != "" {
+		fmt.Fprintf(stdout, "\n%s\n", offLinux)
+	}
 	fmt.Fprintln(stdout, "\ninterpreters (newest first):")
 	w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, it := range info.Interpreters {

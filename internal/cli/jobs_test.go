@@ -3,13 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,12 +74,12 @@ func TestMCPJobAfterServerSIGKILL(t *testing.T) {
 	var pid int
 	fmt.Sscan(string(data), &pid)
 
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cs.Close()
 	deadline := time.Now().Add(15 * time.Second)
-	for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+	for !proc.Gone(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("python %d outlived its SIGKILLed server", pid)
 		}

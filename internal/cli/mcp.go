@@ -112,6 +112,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	logger.Debug("MCP tools", "toolsets", toolsets)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store})
+	hintIfTerminal(os.Stdin, stderr)
 	// Not the SDK's stdio transport: one bad or oversized line must get an
 	// error reply, not end the session (and every job with it).
 	stdio := &mcpstdio.Transport{Reader: os.Stdin, Writer: os.Stdout, MaxFrameBytes: executor.BatchWireLimit(engine.DefaultCodeLimit), Logger: logger}

@@ -117,6 +117,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight, BodyBudget: int64(bodyBudget),
 		SessionTimeout: sessionTimeout.d, Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
+		Envs:      jx.Engine().Environments().List,
 		Router:    router,
 	})
 	if err != nil {
@@ -138,7 +139,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "[AUTH] bearer token required (%s); %s\n", tokenSource, how)
 	}
-	fmt.Fprintf(stderr, "[READY] Ready to execute Python scripts on %s (REST %s/v1, seed %s/execute, MCP %s/mcp; %s)\n", url, url, url, url, auth)
+	fmt.Fprintf(stderr, "[READY] Ready to execute Python scripts on %s (REST %s/v1, seed %s/execute, MCP %s/mcp, audit page %s/ui; %s)\n", url, url, url, url, url, auth)
 	if err := srv.Serve(ctx, ln, grace.d); err != nil {
 		logger.Error("server stopped", "err", err)
 		return 1

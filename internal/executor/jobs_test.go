@@ -2,12 +2,11 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,7 +130,7 @@ func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
 	if err != nil || j.Status != jobs.StatusCancelled {
 		t.Fatalf("cancel: %+v %v", j, err)
 	}
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+	if !proc.Gone(pid) {
 		t.Fatalf("process %d alive after cancel returned: %v", pid, err)
 	}
 	list, _ := lj.Jobs(ctx, jobs.Filter{Label: "long"})

@@ -3,12 +3,12 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +52,7 @@ func readPID(t *testing.T, file string) int {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	waitFor(t, "the cancelled run's process to die", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	waitFor(t, "the cancelled run's process to die", func() bool { return proc.Gone(pid) })
 }
 
 // TestCancellationKillsRemoteRuns: a caller that gives up kills the run on

@@ -415,9 +415,11 @@ func (x *admittedJobs) RunOrHandoff(ctx context.Context, req engine.Request, opt
 	switch {
 	case o.Result != nil:
 		x.a.observe(*o.Result, err, time.Since(start))
+		x.a.runs.Add(routeOf(ctx), start, req, *o.Result, err)
 	case err != nil:
 		x.a.observe(engine.Result{}, err, time.Since(start))
-	default:
+		x.a.runs.Add(routeOf(ctx), start, req, engine.Result{}, err)
+	default: // the run goes on as a job: the audit page lists it with the jobs
 		x.a.m.runs.WithLabelValues(outcomeHandoff).Inc()
 	}
 	return o, err

@@ -13,6 +13,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/ui"
 )
 
 // metrics are the server's Prometheus series, on a registry of its own (no
@@ -133,6 +134,7 @@ func outcomeOf(res engine.Result, err error) string {
 type admitted struct {
 	executor.Executor
 	m     *metrics
+	runs  *ui.RunLog // what the audit page lists (nil: nothing recorded)
 	limit int64
 	n     atomic.Int64
 }
@@ -164,6 +166,7 @@ func (a *admitted) Run(ctx context.Context, req engine.Request, progress executo
 	start := time.Now()
 	res, err := a.Executor.Run(ctx, req, progress)
 	a.observe(res, err, time.Since(start))
+	a.runs.Add(routeOf(ctx), start, req, res, err)
 	return res, err
 }
 
@@ -182,7 +185,9 @@ func (a *admitted) Batch(ctx context.Context, req executor.BatchRequest, progres
 		return executor.BatchResult{}, err
 	}
 	defer a.release(k)
+	start := time.Now()
 	out, err := a.Executor.Batch(ctx, req, progress)
+	a.recordBatch(ctx, start, req, out)
 	if err != nil {
 		a.m.runs.WithLabelValues(outcomeOf(engine.Result{}, err)).Inc()
 		return out, err

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -29,6 +30,8 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 	"github.com/pyexec/pyexec/internal/scripts"
+	"github.com/pyexec/pyexec/internal/ui"
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // Defaults of the server options.
@@ -71,6 +74,9 @@ type Options struct {
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request headers (slow-loris protection; default 10 s).
 	ReadHeaderTimeout time.Duration
+	// Envs, when set, lists the cached dependency environments for the
+	// audit page (engine.Environments().List).
+	Envs func(context.Context) ([]uvenv.EnvInfo, error)
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2 minutes). It does not limit how long a run may take.
 	ReadTimeout time.Duration
@@ -94,6 +100,7 @@ type Server struct {
 	ex      executor.Executor    // what every front end here calls (adm, or admittedJobs)
 	jx      executor.JobExecutor // ex when the executor runs background jobs, else nil
 	m       *metrics
+	runs    *ui.RunLog // recent sync runs, for the audit page
 	mcp     *mcp.Server
 	handler http.Handler
 
@@ -140,8 +147,8 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds)}
-	s.adm = &admitted{Executor: opts.Executor, m: s.m, limit: int64(max(opts.MaxInFlight, 0))}
+	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds), runs: ui.NewRunLog(0)}
+	s.adm = &admitted{Executor: opts.Executor, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
 	s.ex = s.adm
 	if jx, ok := opts.Executor.(executor.JobExecutor); ok {
 		w := &admittedJobs{JobExecutor: jx, a: s.adm}
@@ -180,6 +187,10 @@ func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
 type routeOpts struct {
 	public bool // no token needed (/health only)
+	// browser routes (the audit page) also accept the login cookie, and
+	// answer a request with neither token nor cookie with a login or a
+	// refusal page (ui.go).
+	browser bool
 	// untracked requests do not hold off graceful shutdown (MCP's
 	// standalone GET stream lives as long as its session).
 	untracked func(*http.Request) bool
@@ -203,6 +214,7 @@ func (s *Server) routes() http.Handler {
 	}
 	s.envRoutes(handle)     // envs.go
 	s.qualityRoutes(handle) // quality.go
+	s.uiRoutes(handle)
 	if s.opts.Scripts != nil {
 		s.scriptRoutes(handle) // scripts.go
 	}
@@ -271,7 +283,10 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			writeError(w, newAPIError(http.StatusForbidden, CodeForbidden, "%v", err))
 			return
 		}
-		if !o.public && !s.authorized(r) {
+		if !o.public && !s.authorized(r) && !(o.browser && s.browserAuthorized(r)) {
+			if o.browser && s.browserGate(w, r) {
+				return
+			}
 			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" with the server's token (`pyexec serve` prints where its token file is when it starts; `pyexec mcp --executor` with the same state dir finds it)"))
 			return
 		}
@@ -286,7 +301,7 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			s.active.add()
 			defer s.active.done()
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(withRoute(r.Context(), name)))
 	})
 }
 

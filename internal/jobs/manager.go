@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -48,8 +47,8 @@ func (o RunOptions) ProgressEnv(fd int) []string {
 	}
 	env := []string{fmt.Sprintf("%s=%d", ProgressFDEnv, fd)}
 	if st, err := o.ProgressPipe.Stat(); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			env = append(env, fmt.Sprintf("%s=%d", ProgressInodeEnv, sys.Ino))
+		if ino, ok := inode(st); ok {
+			env = append(env, fmt.Sprintf("%s=%d", ProgressInodeEnv, ino))
 		}
 	}
 	return env

@@ -144,6 +144,10 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 			ExecutionStrategy: res.ExecutionStrategy,
 			PythonVersionUsed: res.PythonVersionUsed,
 			Executable:        res.Executable,
+			PeakRSSBytes:      res.PeakRSSBytes,
+			PeakMemoryBytes:   res.PeakMemoryBytes,
+			LimitExceeded:     res.LimitExceeded,
+			Sandbox:           res.Sandbox,
 		}
 		r := res
 		lj.result = &r

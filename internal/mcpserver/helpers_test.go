@@ -1,8 +1,7 @@
 package mcpserver
 
 import (
-	"errors"
-	"syscall"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 	"testing"
 	"time"
 )
@@ -13,7 +12,7 @@ import (
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+	for !proc.Gone(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still alive 15 s after its call was cancelled", pid)
 		}

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package uvenv
 
 import (
@@ -23,6 +25,12 @@ import (
 // The kernel drops the lock when the process dies: no stale lock files to
 // clean up after a crash.
 type fileLock struct{ f *os.File }
+
+// Lock modes for lock and tryLock.
+const (
+	lockEx = unix.LOCK_EX
+	lockSh = unix.LOCK_SH
+)
 
 func openLock(path string) (*fileLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)

@@ -46,14 +46,6 @@ import (
 // it belongs to the run anyway. A workspace of another user that nobody
 // cannot write needs the operator's grant: e.g.
 // `setfacl -R -m u:nobody:rwX -m d:u:nobody:rwX WS`, or a dedicated uid.
-const (
-	RunAsAuto = "auto"
-	RunAsNone = "none"
-)
-
-// DefaultRunAsUser is the unprivileged account auto mode uses.
-const DefaultRunAsUser = "nobody"
-
 // LookupCredential resolves "name", "uid" or "uid:gid".
 func LookupCredential(s string) (*Credential, error) {
 	if uidS, gidS, ok := strings.Cut(s, ":"); ok {
@@ -78,13 +70,6 @@ func LookupCredential(s string) (*Credential, error) {
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 	return &Credential{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
 }
-
-// Access bits for CheckAccess.
-const (
-	AccessRead  = 4
-	AccessWrite = 2
-	AccessExec  = 1
-)
 
 // CheckAccess tells whether cred could open path with the wanted access
 // (AccessRead|AccessWrite|AccessExec), by walking the path's components with
@@ -143,22 +128,6 @@ func accessName(w uint32) string {
 		s = append(s, "execute/search")
 	}
 	return strings.Join(s, "+")
-}
-
-// RunAsChoice is the identity decision for a server configuration.
-type RunAsChoice struct {
-	// Cred is nil when runs keep the server's uid.
-	Cred *Credential `json:"cred,omitempty"`
-	// Notes explain downgrades and consequences (shown in results/doctor).
-	Notes []string `json:"notes,omitempty"`
-	// Hidden lists the ancestors of needed paths Cred cannot search (e.g.
-	// /root): each run covers them with a tmpfs in its private mount
-	// namespace and binds back only what it needs (see reach.go), so the
-	// rest of them is invisible to runs.
-	Hidden []string `json:"hidden,omitempty"`
-	// IdmappedWorkspace: the workspace belongs to the server's uid and runs
-	// write it through an idmapped mount as its owner (see idmap.go).
-	IdmappedWorkspace bool `json:"idmapped_workspace,omitempty"`
 }
 
 // ChooseRunAs decides who runs Python. mode is RunAsAuto (""), RunAsNone,

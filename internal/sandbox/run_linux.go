@@ -14,44 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Limit names reported in Report.LimitExceeded.
-const (
-	LimitMemory    = "memory"
-	LimitCPU       = "cpu"
-	LimitProcesses = "processes"
-	LimitFileSize  = "file_size"
-)
-
-// Report is what the sandbox tells about a finished run. The launcher puts
-// it in its status; the engine copies LimitExceeded, PeakMemoryBytes and
-// Notes into the Result.
-type Report struct {
-	// LimitExceeded names the limit the run hit ("memory", "cpu",
-	// "processes", "file_size"), derived from evidence (cgroup OOM kills,
-	// pids.max rejections, SIGXCPU, SIGXFSZ). Empty when none.
-	LimitExceeded string `json:"limit_exceeded,omitempty"`
-	// PeakMemoryBytes is the cgroup's peak memory (all processes), 0 when
-	// there was no cgroup.
-	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
-	PeakProcs       int64 `json:"peak_procs,omitempty"`
-	// Applied lists the mechanisms in force for the run.
-	Applied []string `json:"applied,omitempty"`
-	// Skipped lists what the policy wanted but this kernel could not do
-	// (only ever non-empty with BestEffort, or for optional mechanisms).
-	Skipped []string `json:"skipped,omitempty"`
-	// MemoryViaRlimit is true when memory was capped with RLIMIT_AS
-	// (no cgroup): then a MemoryError in stderr means the cap was hit.
-	MemoryViaRlimit bool `json:"memory_via_rlimit,omitempty"`
-	// CleanupError is set when the run's cgroup could not be removed.
-	CleanupError string `json:"cleanup_error,omitempty"`
-	// PrivateShm is true when the run got its own /dev/shm (a tmpfs in its
-	// mount namespace).
-	PrivateShm bool `json:"private_shm,omitempty"`
-	// RunAsDropped is true when the spec named a run-as user but the run
-	// fell back to root without capabilities (see Skipped for why).
-	RunAsDropped bool `json:"run_as_dropped,omitempty"`
-}
-
 // Run is one confined run inside the launcher: Prepare, Start, (wait),
 // Finish. It is not safe for concurrent use except Signal.
 type Run struct {
@@ -648,25 +610,6 @@ func classify(ws syscall.WaitStatus, cpuSeconds float64, st cgroupStats, lim Lim
 	return ""
 }
 
-// LimitFromStderr refines the report with evidence only the output shows:
-// CPython ignores SIGXFSZ (it gets EFBIG instead), a RLIMIT_AS cap surfaces
-// as MemoryError, and RLIMIT_NPROC as EAGAIN from fork. Pass the tail of
-// the run's stderr. It returns rep.LimitExceeded when that is already set.
-func LimitFromStderr(rep Report, stderrTail string, exitCode int) string {
-	if rep.LimitExceeded != "" || exitCode == 0 {
-		return rep.LimitExceeded
-	}
-	switch {
-	case strings.Contains(stderrTail, "[Errno 27] File too large"):
-		return LimitFileSize
-	case rep.MemoryViaRlimit && strings.Contains(stderrTail, "MemoryError"):
-		return LimitMemory
-	case strings.Contains(stderrTail, "BlockingIOError: [Errno 11] Resource temporarily unavailable"):
-		return LimitProcesses
-	}
-	return ""
-}
-
 // Close releases the starter thread and removes the cgroup (killing what is
 // left in it). Safe to call more than once.
 func (r *Run) Close() error {
@@ -692,12 +635,4 @@ func (r *Run) Close() error {
 	err := r.cg.remove()
 	r.cg = nil
 	return err
-}
-
-// Notes is a one-line summary for results: the policy and what was skipped.
-func (rep Report) Notes() string {
-	if len(rep.Skipped) == 0 {
-		return ""
-	}
-	return "not enforced on this machine: " + strings.Join(rep.Skipped, "; ")
 }
