@@ -45,7 +45,7 @@ func LoadOrCreateToken(stateDir string) (token, path string, created bool, err e
 	var b [32]byte
 	rand.Read(b[:])
 	token = hex.EncodeToString(b[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	switch {
 	case err == nil:
 		_, werr := f.WriteString(token + "\n")
@@ -72,7 +72,7 @@ func LoadOrCreateToken(stateDir string) (token, path string, created bool, err e
 // following a symlink at the last component) and returns the file's mode,
 // so callers can warn about or refuse a file others can read.
 func ReadTokenFile(path string) (string, fs.FileMode, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return "", 0, fmt.Errorf("token file %s is a symlink; give the file itself", path)
