@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -67,26 +68,58 @@ func (f *sandboxFlags) settings() (sandbox.Settings, error) {
 	}, nil
 }
 
-// sizeFlag is a byte count that accepts K, M, G (powers of 1024) suffixes.
+// sizeFlag is a byte count that accepts K, M, G, T suffixes (powers of
+// 1024; KiB, MiB, ... and KB, MB, ... too) and prints the way it is typed
+// (2GiB, not 2147483648). -1 is "unlimited" where a flag allows it.
 type sizeFlag int64
 
-func (s *sizeFlag) String() string { return strconv.FormatInt(int64(*s), 10) }
+func (s *sizeFlag) String() string {
+	if s == nil {
+		return "0"
+	}
+	n := int64(*s)
+	if n < 0 {
+		return strconv.FormatInt(n, 10)
+	}
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (s *sizeFlag) Set(v string) error {
 	v = strings.TrimSpace(strings.ToUpper(v))
 	mult := int64(1)
-	for suf, m := range map[string]int64{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30} {
-		if strings.HasSuffix(v, suf) && len(suf) > 0 {
-			if _, err := strconv.ParseInt(strings.TrimSuffix(v, suf), 10, 64); err == nil {
-				v, mult = strings.TrimSuffix(v, suf), m
-				break
-			}
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
+	} {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(num), u.mult
+			break
 		}
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("want a byte count like 2G, 512M or 1048576")
+	case n < -1:
+		return fmt.Errorf("must be -1 (unlimited) or a byte count >= 0, got %d", n)
+	case n > 0 && n > math.MaxInt64/mult:
+		return fmt.Errorf("%s is more than 8 EiB", v)
 	}
-	*s = sizeFlag(n * mult)
+	if n > 0 {
+		n *= mult
+	}
+	*s = sizeFlag(n)
 	return nil
 }

@@ -37,8 +37,11 @@ type Config struct {
 	DefaultTimeout time.Duration
 	MaxTimeout     time.Duration
 	CodeLimit      int
-	OutputCap      int
-	KillGrace      time.Duration
+	// StdinLimit bounds a request's stdin (default MaxStdinBytes); the CLI,
+	// whose stdin is the operator's pipe, raises it.
+	StdinLimit int
+	OutputCap  int
+	KillGrace  time.Duration
 
 	// Deps configures dependency environments built with uv (environment.go).
 	Deps DepsConfig
@@ -97,6 +100,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CodeLimit <= 0 {
 		c.CodeLimit = DefaultCodeLimit
+	}
+	if c.StdinLimit <= 0 {
+		c.StdinLimit = MaxStdinBytes
 	}
 	if c.OutputCap <= 0 {
 		c.OutputCap = DefaultOutputCap

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -470,8 +471,21 @@ func TestRejectedRequests(t *testing.T) {
 	}{
 		{"neither code nor script", Request{}, "code", "give one of"},
 		{"both code and script", Request{Code: "1", ScriptPath: "ok.py"}, "code", "not both"},
-		{"code over 1 MiB", Request{Code: big}, "code", "limit is 1048576 bytes"},
-		{"negative timeout", Request{Code: "1", Timeout: -1}, "timeout", "must be positive"},
+		{"code over 1 MiB", Request{Code: big}, "code", "the limit is 1 MiB"},
+		{"negative timeout", Request{Code: "1", Timeout: -1}, "timeout", "must be 0 or more"},
+		{"NaN timeout", Request{Code: "1", Timeout: math.NaN()}, "timeout", "finite number of seconds"},
+		{"NUL in an argument", Request{Code: "1", Args: []string{"ok", "a\x00b"}}, "args", "argument 1 contains a NUL byte"},
+		{"argument too long", Request{Code: "1", Args: []string{strings.Repeat("a", MaxArgBytes+1)}}, "args", "the limit is 128 KiB per argument"},
+		{"arguments too long", Request{Code: "1", Args: []string{strings.Repeat("a", 100<<10), strings.Repeat("b", 100<<10), strings.Repeat("c", 100<<10)}}, "args", "the limit is 256 KiB in all"},
+		{"stdin over 1 MiB", Request{Code: "1", Stdin: strings.Repeat("s", MaxStdinBytes+1)}, "stdin", "the limit is 1 MiB"},
+		{"env vars too large", Request{Code: "1", EnvVars: map[string]string{"A": strings.Repeat("v", MaxEnvBytes)}}, "env_vars", "the limit is 256 KiB in all"},
+		{"env var name empty", Request{Code: "1", EnvVars: map[string]string{"": "x"}}, "env_vars", "invalid variable name"},
+		{"NUL in cwd", Request{Code: "1", Cwd: "a\x00"}, "cwd", "NUL"},
+		{"NUL in env_file", Request{Code: "1", EnvFile: ".env\x00"}, "env_file", "NUL"},
+		{"NUL in python", Request{Code: "1", Python: "/usr/bin/python3\x00"}, "python", "NUL"},
+		{"path too long", Request{Code: "1", Cwd: strings.Repeat("d/", MaxPathBytes)}, "cwd", "the limit is 4096"},
+		{"sandbox unknown, said once", Request{Code: "1", Sandbox: "bogus"}, "sandbox", "unknown policy"},
+		{"too many dependencies", Request{Code: "1", Dependencies: make([]string, MaxDependencies+1)}, "dependencies", "the limit is 256"},
 		{"dot-dot escape", Request{ScriptPath: "../" + filepath.Base(outside) + "/evil.py"}, "script_path", "outside the workspace"},
 		{"deep dot-dot escape", Request{ScriptPath: "a/../../../../../../etc/x.py"}, "script_path", "outside the workspace"},
 		{"absolute path outside", Request{ScriptPath: filepath.Join(outside, "evil.py")}, "script_path", "outside the workspace"},
@@ -505,6 +519,9 @@ func TestRejectedRequests(t *testing.T) {
 				var re *RequestError
 				if !errors.As(err, &re) {
 					t.Fatalf("%s: err = %v; want a RequestError", name, err)
+				}
+				if strings.Contains(re.Error(), "sandbox: sandbox:") || strings.HasPrefix(re.Message, re.Field+": ") {
+					t.Fatalf("%s: a doubled prefix: %q", name, re.Error())
 				}
 				if re.Field != tt.field || !strings.Contains(re.Message, tt.message) {
 					t.Fatalf("%s: err = %q (field %q); want field %q and message containing %q", name, re.Error(), re.Field, tt.field, tt.message)
@@ -583,5 +600,17 @@ func TestUsageIsMeasured(t *testing.T) {
 	res := run(t, e, Request{Code: "b = bytearray(64 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nx = sum(range(3_000_000))"})
 	if res.PeakRSSBytes < 64<<20 || res.CPUUserSeconds+res.CPUSystemSeconds <= 0 {
 		t.Fatalf("peak_rss_bytes %d cpu %g+%g; want >= 64 MiB and some CPU", res.PeakRSSBytes, res.CPUUserSeconds, res.CPUSystemSeconds)
+	}
+}
+
+// TestHugeTimeoutIsACap: a timeout of 1e10 seconds (which once wrapped to a
+// negative duration and killed the run at once) is the server's maximum.
+func TestHugeTimeoutIsACap(t *testing.T) {
+	e, _ := newTestEngine(t, func(c *Config) { c.MaxTimeout = 5 * time.Second })
+	for _, timeout := range []float64{1e10, 1e300} {
+		res, err := e.Run(context.Background(), Request{Code: "import time; time.sleep(0.2); print('ran')", Timeout: timeout}, nil)
+		if err != nil || res.TimedOut || res.Stdout != "ran\n" {
+			t.Fatalf("timeout %g: %+v %v", timeout, res, err)
+		}
 	}
 }
