@@ -15,10 +15,10 @@ import (
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ef engineFlags
 	var asJSON bool
-	fs := newFlagSet("doctor", "doctor [flags]", stderr, engineAliases)
+	fs := newFlagSet("doctor", "doctor [flags]", stderr, engineEnv)
 	ef.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
+	if code, ok := parseFlags(fs, args, engineEnv, stderr); !ok {
 		return code
 	}
 	warm, preload := ef.warm, ef.preload
@@ -49,9 +49,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "uv\t%s\n", info.UV)
 	fmt.Fprintf(w, "default python\t%s (%s)\n", info.DefaultInterpreter.Version, info.DefaultInterpreter.Path)
 	l := info.Limits
-	fmt.Fprintf(w, "timeout\t%gs default, %gs max\n", l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds)
-	fmt.Fprintf(w, "inline code\t%d bytes max\n", l.MaxCodeBytes)
-	fmt.Fprintf(w, "inline output\t%d bytes per stream (head and tail kept)\n", l.OutputCapBytes)
+	fmt.Fprintf(w, "timeout\t%gs default, %gs max (runs that are not jobs; jobs: --job-timeout of pyexec mcp/serve)\n", l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds)
+	fmt.Fprintf(w, "inline code\t%s max\n", engine.FormatBytes(int64(l.MaxCodeBytes)))
+	fmt.Fprintf(w, "inline output\t%s per stream (head and tail kept)\n", engine.FormatBytes(int64(l.OutputCapBytes)))
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
 	switch {
 	case engine.WarmUnsupported != "":
@@ -66,8 +66,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	sb := info.Sandbox
 	fmt.Fprintf(w, "sandbox\t%s, network %s, run-as %s, best-effort %v\n", sb.Policy, sb.Network, sb.RunAs, sb.BestEffort)
 	fmt.Fprintf(w, "runs execute as\t%s\n", sb.RunsAs)
-	fmt.Fprintf(w, "run limits\tmemory %d B, cpu %d s, processes %d, file size %d B, open files %d (-1: unlimited)\n",
-		sb.Limits.MemoryBytes, sb.Limits.CPUSeconds, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes, sb.Limits.OpenFiles)
+	cpu := "unlimited"
+	if sb.Limits.CPUSeconds >= 0 {
+		cpu = fmt.Sprintf("%d s", sb.Limits.CPUSeconds)
+	}
+	fmt.Fprintf(w, "run limits\tmemory %s, cpu %s, processes %d, file size %s, open files %d\n",
+		engine.FormatBytes(sb.Limits.MemoryBytes), cpu, sb.Limits.MaxProcs, engine.FormatBytes(sb.Limits.FileSizeBytes), sb.Limits.OpenFiles)
 	w.Flush()
 	fmt.Fprintln(stdout, "\nconfinement on this kernel:")
 	fmt.Fprint(stdout, sb.Capabilities.String())

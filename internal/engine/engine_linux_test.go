@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pyexec/pyexec/internal/testutil/gate"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/testutil/gate"
 )
 
 // newTestEngine returns an engine over a fresh workspace and state dir.
@@ -127,6 +130,29 @@ func processGone(pid int) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
+// newMark returns a string unique to the test, for a run to put in its
+// processes' command lines: a run's pids are those of its own PID
+// namespace, so leftovers are found by what they carry.
+func newMark(t *testing.T) string {
+	return fmt.Sprintf("pyexec-mark-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+}
+
+// marked lists live processes whose command line holds mark.
+func marked(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), mark) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 var pidLine = regexp.MustCompile(`(?m)^pid:(\d+)$`)
 
 func pidsIn(t *testing.T, s string) []int {
@@ -139,24 +165,39 @@ func pidsIn(t *testing.T, s string) []int {
 	return pids
 }
 
+// pidObserver records the pid (in the server's PID namespace) a run starts with.
+type pidObserver struct{ pid atomic.Int64 }
+
+func (o *pidObserver) Started(pid int)           { o.pid.Store(int64(pid)) }
+func (o *pidObserver) Output(s Stream, p []byte) {}
+
 // A grandchild that leaves the process group with setsid() must still die
 // with the run: on timeout and when the main process exits normally.
 func TestRunKillsWholeTree(t *testing.T) {
 	e, _ := newTestEngine(t)
 	daemon := `
 import os, sys, time
+r, w = os.pipe()
 def spawn():
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:          # double fork: orphaned grandchild
             sys.stdout.write(f"pid:{os.getpid()}\n")  # one write: lines never interleave
-            time.sleep(1000)
+            sys.stdout.flush()
+            os.write(w, b"x")
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(1000)", sys.argv[1]])
         os._exit(0)
 spawn()
+os.read(r, 1)  # the grandchild is on its way
 sys.stdout.write(f"pid:{os.getpid()}\n")
 `
 	t.Run("timeout", func(t *testing.T) {
-		res := run(t, e, Request{Code: daemon + "sys.stdout.write('partial\\n')\ntime.sleep(1000)\n", Timeout: 1})
+		mark := newMark(t)
+		obs := &pidObserver{}
+		res, err := e.Run(context.Background(), Request{Code: daemon + "sys.stdout.write('partial\\n')\ntime.sleep(1000)\n", Timeout: 1, Args: []string{mark}}, obs)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !res.TimedOut || res.Success || res.ExitCode >= 0 {
 			t.Fatalf("timed_out %v success %v exit %d; want a killed, timed-out run", res.TimedOut, res.Success, res.ExitCode)
 		}
@@ -166,25 +207,27 @@ sys.stdout.write(f"pid:{os.getpid()}\n")
 		if !regexp.MustCompile(`\[TIMEOUT\] killed after [0-9.]+s \(timeout 1s\)`).MatchString(lastLine(res.Stderr)) {
 			t.Fatalf("stderr does not end with a [TIMEOUT] line: %q", res.Stderr)
 		}
-		pids := pidsIn(t, res.Stdout)
-		if len(pids) != 2 {
+		if pids := pidsIn(t, res.Stdout); len(pids) != 2 {
 			t.Fatalf("want 2 pids in %q", res.Stdout)
 		}
-		for _, pid := range pids {
-			if !processGone(pid) {
-				t.Errorf("process %d outlived the run", pid)
-			}
+		if left := marked(mark); len(left) > 0 {
+			t.Errorf("processes %v outlived the run", left)
+		}
+		if pid := int(obs.pid.Load()); pid == 0 || !processGone(pid) {
+			t.Errorf("the run's main process (%d) outlived it", pid)
 		}
 	})
 	t.Run("normal exit leaves no daemon", func(t *testing.T) {
-		res := run(t, e, Request{Code: daemon})
+		mark := newMark(t)
+		res := run(t, e, Request{Code: daemon, Args: []string{mark}})
 		if res.ExitCode != 0 || res.TimedOut {
 			t.Fatalf("exit %d timed_out %v stderr %q", res.ExitCode, res.TimedOut, res.Stderr)
 		}
-		for _, pid := range pidsIn(t, res.Stdout) {
-			if !processGone(pid) {
-				t.Errorf("daemon %d outlived the run", pid)
-			}
+		if pids := pidsIn(t, res.Stdout); len(pids) != 2 {
+			t.Fatalf("want 2 pids in %q", res.Stdout)
+		}
+		if left := marked(mark); len(left) > 0 {
+			t.Errorf("daemons %v outlived the run", left)
 		}
 	})
 }
@@ -219,13 +262,14 @@ func TestRunCancelKillsTree(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	obs := &startObserver{marker: "ready", seen: make(chan struct{})}
+	mark := newMark(t)
 	type outcome struct {
 		res Result
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := e.Run(ctx, Request{Code: "import os, time\nprint(f'pid:{os.getpid()}\\nready', flush=True)\ntime.sleep(1000)", Timeout: 60}, obs)
+		res, err := e.Run(ctx, Request{Code: "import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)', sys.argv[1]])\nprint('ready', flush=True)\ntime.sleep(1000)", Timeout: 60, Args: []string{mark}}, obs)
 		done <- outcome{res, err}
 	}()
 	<-obs.seen
@@ -237,10 +281,8 @@ func TestRunCancelKillsTree(t *testing.T) {
 	if out.res.Success || !strings.Contains(out.res.Stderr, "[CANCELLED]") || !strings.Contains(out.res.Stdout, "ready") {
 		t.Fatalf("cancelled run: %+v", out.res)
 	}
-	for _, pid := range pidsIn(t, out.res.Stdout) {
-		if !processGone(pid) {
-			t.Errorf("process %d outlived the cancelled run", pid)
-		}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes %v outlived the cancelled run", left)
 	}
 }
 
@@ -429,8 +471,21 @@ func TestRejectedRequests(t *testing.T) {
 	}{
 		{"neither code nor script", Request{}, "code", "give one of"},
 		{"both code and script", Request{Code: "1", ScriptPath: "ok.py"}, "code", "not both"},
-		{"code over 1 MiB", Request{Code: big}, "code", "limit is 1048576 bytes"},
-		{"negative timeout", Request{Code: "1", Timeout: -1}, "timeout", "must be positive"},
+		{"code over 1 MiB", Request{Code: big}, "code", "the limit is 1 MiB"},
+		{"negative timeout", Request{Code: "1", Timeout: -1}, "timeout", "must be 0 or more"},
+		{"NaN timeout", Request{Code: "1", Timeout: math.NaN()}, "timeout", "finite number of seconds"},
+		{"NUL in an argument", Request{Code: "1", Args: []string{"ok", "a\x00b"}}, "args", "argument 1 contains a NUL byte"},
+		{"argument too long", Request{Code: "1", Args: []string{strings.Repeat("a", MaxArgBytes+1)}}, "args", "the limit is 128 KiB per argument"},
+		{"arguments too long", Request{Code: "1", Args: []string{strings.Repeat("a", 100<<10), strings.Repeat("b", 100<<10), strings.Repeat("c", 100<<10)}}, "args", "the limit is 256 KiB in all"},
+		{"stdin over 1 MiB", Request{Code: "1", Stdin: strings.Repeat("s", MaxStdinBytes+1)}, "stdin", "the limit is 1 MiB"},
+		{"env vars too large", Request{Code: "1", EnvVars: map[string]string{"A": strings.Repeat("v", MaxEnvBytes)}}, "env_vars", "the limit is 256 KiB in all"},
+		{"env var name empty", Request{Code: "1", EnvVars: map[string]string{"": "x"}}, "env_vars", "invalid variable name"},
+		{"NUL in cwd", Request{Code: "1", Cwd: "a\x00"}, "cwd", "NUL"},
+		{"NUL in env_file", Request{Code: "1", EnvFile: ".env\x00"}, "env_file", "NUL"},
+		{"NUL in python", Request{Code: "1", Python: "/usr/bin/python3\x00"}, "python", "NUL"},
+		{"path too long", Request{Code: "1", Cwd: strings.Repeat("d/", MaxPathBytes)}, "cwd", "the limit is 4096"},
+		{"sandbox unknown, said once", Request{Code: "1", Sandbox: "bogus"}, "sandbox", "unknown policy"},
+		{"too many dependencies", Request{Code: "1", Dependencies: make([]string, MaxDependencies+1)}, "dependencies", "the limit is 256"},
 		{"dot-dot escape", Request{ScriptPath: "../" + filepath.Base(outside) + "/evil.py"}, "script_path", "outside the workspace"},
 		{"deep dot-dot escape", Request{ScriptPath: "a/../../../../../../etc/x.py"}, "script_path", "outside the workspace"},
 		{"absolute path outside", Request{ScriptPath: filepath.Join(outside, "evil.py")}, "script_path", "outside the workspace"},
@@ -464,6 +519,9 @@ func TestRejectedRequests(t *testing.T) {
 				var re *RequestError
 				if !errors.As(err, &re) {
 					t.Fatalf("%s: err = %v; want a RequestError", name, err)
+				}
+				if strings.Contains(re.Error(), "sandbox: sandbox:") || strings.HasPrefix(re.Message, re.Field+": ") {
+					t.Fatalf("%s: a doubled prefix: %q", name, re.Error())
 				}
 				if re.Field != tt.field || !strings.Contains(re.Message, tt.message) {
 					t.Fatalf("%s: err = %q (field %q); want field %q and message containing %q", name, re.Error(), re.Field, tt.field, tt.message)
@@ -542,5 +600,17 @@ func TestUsageIsMeasured(t *testing.T) {
 	res := run(t, e, Request{Code: "b = bytearray(64 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nx = sum(range(3_000_000))"})
 	if res.PeakRSSBytes < 64<<20 || res.CPUUserSeconds+res.CPUSystemSeconds <= 0 {
 		t.Fatalf("peak_rss_bytes %d cpu %g+%g; want >= 64 MiB and some CPU", res.PeakRSSBytes, res.CPUUserSeconds, res.CPUSystemSeconds)
+	}
+}
+
+// TestHugeTimeoutIsACap: a timeout of 1e10 seconds (which once wrapped to a
+// negative duration and killed the run at once) is the server's maximum.
+func TestHugeTimeoutIsACap(t *testing.T) {
+	e, _ := newTestEngine(t, func(c *Config) { c.MaxTimeout = 5 * time.Second })
+	for _, timeout := range []float64{1e10, 1e300} {
+		res, err := e.Run(context.Background(), Request{Code: "import time; time.sleep(0.2); print('ran')", Timeout: timeout}, nil)
+		if err != nil || res.TimedOut || res.Stdout != "ran\n" {
+			t.Fatalf("timeout %g: %+v %v", timeout, res, err)
+		}
 	}
 }

@@ -99,3 +99,7 @@ func (e *Engine) WarmStats() WarmStats {
 // zygote died with it queued), or the fork could not confine itself or see
 // the run's file. Nothing of the run ran, so it can start cold.
 var errWarmLost = errors.New("warm interpreter did not start the run")
+
+// errSupervisorLost says a warm run's supervisor died before it reported
+// how the run ended: the run's exit status is unknown, and is not made up.
+var errSupervisorLost = errors.New("the warm interpreter's supervisor died before reporting the run's exit status; the run's outcome is unknown (internal error; the warm interpreter was retired)")

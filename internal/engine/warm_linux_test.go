@@ -284,33 +284,25 @@ func mustRun(t *testing.T, e *Engine, req Request) Result {
 // A run's leftovers die with it on the warm path too: a setsid grandchild
 // on timeout, and a daemon left behind by a script that exited.
 func TestWarmKillsTree(t *testing.T) {
-	e, ws := warmEngine(t, WarmConfig{Spares: 1})
+	e, _ := warmEngine(t, WarmConfig{Spares: 1})
+	mark := newMark(t)
 	spawn := `import os, subprocess, sys, time
-p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])
-open('child.pid', 'w').write(str(p.pid))
+p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)', sys.argv[1]])
 print('spawned', flush=True)
 `
-	res := mustRun(t, e, Request{Code: spawn + "time.sleep(60)\n", Timeout: 3})
+	res := mustRun(t, e, Request{Code: spawn + "time.sleep(60)\n", Timeout: 3, Args: []string{mark}})
 	if !res.TimedOut || !strings.Contains(res.Stdout, "spawned") || !strings.Contains(res.Stderr, "[TIMEOUT]") {
 		t.Fatalf("want a timeout with partial output, got %+v", res)
 	}
-	pidOf := func() int {
-		data, err := os.ReadFile(filepath.Join(ws, "child.pid"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _ := strconv.Atoi(string(data))
-		return pid
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("setsid grandchild %v outlived the timed-out run", left)
 	}
-	if pid := pidOf(); alive(pid) {
-		t.Errorf("setsid grandchild %d outlived the timed-out run", pid)
-	}
-	res = mustRun(t, e, Request{Code: spawn})
+	res = mustRun(t, e, Request{Code: spawn, Args: []string{mark}})
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
 	}
-	if pid := pidOf(); alive(pid) {
-		t.Errorf("daemon %d outlived its run", pid)
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("daemon %v outlived its run", left)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	obs := &warmStartObserver{started: make(chan int, 1)}
@@ -453,6 +445,22 @@ func (w *warmPool) zygoteFor(t *testing.T) *zygote {
 	return nil
 }
 
+// waitZygote returns the pooled zygote once there is one: a run may be
+// served cold while its interpreter's fork server is still starting.
+func (w *warmPool) waitZygote(t *testing.T) *zygote {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if z := w.zygoteFor(t); z != nil {
+			return z
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fork server pooled 30 s after a run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Job runs inherit extra files (fd 3, ...) and a helper dir on PYTHONPATH:
 // the warm path passes both as the launcher does.
 func TestWarmExtras(t *testing.T) {
@@ -530,8 +538,9 @@ func TestWarmRetireKeepsRunsInFlight(t *testing.T) {
 func TestWarmShrinkAndEvict(t *testing.T) {
 	e, _ := warmEngine(t, WarmConfig{Spares: 1, IdleTimeout: 100 * time.Millisecond})
 	mustRun(t, e, Request{Code: "print(1)"})
-	z := e.warm.zygoteFor(t)
-	<-z.dead // retired by the janitor once idle
+	if z := e.warm.zygoteFor(t); z != nil { // (or retired already)
+		<-z.dead // retired by the janitor once idle
+	}
 	if z2 := e.warm.zygoteFor(t); z2 != nil {
 		t.Errorf("an idle zygote is still pooled")
 	}
@@ -549,7 +558,7 @@ func TestWarmShrinkAndEvict(t *testing.T) {
 		t.Skip("needs a second interpreter")
 	}
 	mustRun(t, e2, Request{Code: "print(1)"})
-	first := e2.warm.zygoteFor(t)
+	first := e2.warm.waitZygote(t)
 	res := mustRun(t, e2, Request{Code: "import sys; print(sys.executable)", Python: other.Path})
 	if strings.TrimSpace(res.Stdout) != other.Path {
 		t.Fatalf("ran %q, want %s", res.Stdout, other.Path)

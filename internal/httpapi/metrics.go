@@ -41,6 +41,14 @@ const (
 	outcomeHandoff  = "handoff"  // a smart-async run outlived its budget and became a job
 )
 
+// Histogram buckets, in seconds: round numbers (1-2.5-5 steps) a person
+// reads at a glance in le="..." labels, from a warm run (a few ms) to the
+// longest sync run (--max-timeout, 600 s by default).
+var (
+	runBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	httpBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+)
+
 func newMetrics(version string, envBuilds func() int64) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
@@ -52,7 +60,7 @@ func newMetrics(version string, envBuilds func() int64) *metrics {
 		runDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pyexec_run_duration_seconds",
 			Help:    "Wall time of runs that started (validation to result), in seconds.",
-			Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 18),
+			Buckets: runBuckets,
 		}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pyexec_runs_in_flight",
@@ -65,7 +73,7 @@ func newMetrics(version string, envBuilds func() int64) *metrics {
 		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pyexec_http_request_duration_seconds",
 			Help:    "HTTP request latency by route, in seconds.",
-			Buckets: prometheus.ExponentialBucketsRange(0.0005, 600, 20),
+			Buckets: httpBuckets,
 		}, []string{"route"}),
 		jobsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pyexec_jobs_started_total",

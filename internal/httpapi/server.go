@@ -37,9 +37,6 @@ import (
 // Defaults of the server options.
 const (
 	DefaultSessionTimeout = 30 * time.Minute
-	// bodyHeadroom is what a request may hold besides its inline code
-	// (args, stdin, env_vars, JSON escaping of the code).
-	bodyHeadroom = 1 << 20
 )
 
 // Options configure a Server.
@@ -47,9 +44,12 @@ type Options struct {
 	// Executor runs the requests (required): usually executor.Local.
 	Executor executor.Executor
 	Version  string
-	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
-	// route but /health.
-	Token  string
+	// Token is required as "Authorization: Bearer TOKEN" on every route but
+	// /health. NewServer refuses an empty token unless NoAuth is set: a
+	// server without credentials is a decision, never a default.
+	Token string
+	// NoAuth serves every route without a token (--insecure-no-auth).
+	NoAuth bool
 	Logger *slog.Logger
 	// CodeLimit is the executor's inline code limit; request body limits are
 	// derived from it (default engine.DefaultCodeLimit).
@@ -80,6 +80,11 @@ type Options struct {
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2 minutes). It does not limit how long a run may take.
 	ReadTimeout time.Duration
+	// BodyBudget bounds the bytes of request bodies held at once (see
+	// bodyBudget); 0 means DefaultBodyBudget, negative no bound. It is never
+	// below the largest single body (a batch), which always fits on an
+	// idle server.
+	BodyBudget int64
 	// Router, when set, makes this server one replica of a set sharing a
 	// PostgreSQL store: MCP session ids name this replica, a request for
 	// another replica's session is forwarded there (404 when it is gone),
@@ -103,6 +108,8 @@ type Server struct {
 	batchBodyLimit int64
 	tokenSum       [32]byte
 
+	bodies *bodyBudget // nil: no bound
+
 	draining atomic.Bool
 	active   tracker
 }
@@ -111,6 +118,16 @@ type Server struct {
 func NewServer(opts Options) (*Server, error) {
 	if opts.Executor == nil {
 		return nil, fmt.Errorf("httpapi: an executor is required")
+	}
+	switch {
+	case opts.Token == "" && !opts.NoAuth:
+		return nil, fmt.Errorf("httpapi: a token is required (or NoAuth, to answer everyone)")
+	case opts.Token != "" && opts.NoAuth:
+		return nil, fmt.Errorf("httpapi: a token and NoAuth contradict each other")
+	case opts.Token != "":
+		if err := CheckToken(opts.Token); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -138,11 +155,22 @@ func NewServer(opts Options) (*Server, error) {
 		s.ex, s.jx = w, w
 		s.m.watchJobs(jx)
 	}
-	// JSON escaping can double code that is full of quotes and newlines.
-	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
-	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
+	// The largest requests whose fields are within their limits (JSON
+	// escaping included); see engine.WireLimit.
+	s.runBodyLimit = engine.WireLimit(opts.CodeLimit)
+	s.batchBodyLimit = executor.BatchWireLimit(opts.CodeLimit)
+	switch {
+	case opts.BodyBudget == 0:
+		s.bodies = &bodyBudget{limit: max(DefaultBodyBudget, s.batchBodyLimit)}
+	case opts.BodyBudget > 0:
+		s.bodies = &bodyBudget{limit: max(opts.BodyBudget, s.batchBodyLimit)}
+	}
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts}
+	var store executor.Scripts // stays a nil interface without a store
+	if opts.Scripts != nil {
+		store = executor.LocalScripts{Store: opts.Scripts, Jobs: s.jx}
+	}
+	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store}
 	if opts.Router != nil {
 		mopts.SessionID = opts.Router.NewID
 	}
@@ -187,6 +215,9 @@ func (s *Server) routes() http.Handler {
 	s.envRoutes(handle)     // envs.go
 	s.qualityRoutes(handle) // quality.go
 	s.uiRoutes(handle)
+	if s.opts.Scripts != nil {
+		s.scriptRoutes(handle) // scripts.go
+	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))
@@ -256,9 +287,16 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			if o.browser && s.browserGate(w, r) {
 				return
 			}
-			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" (the server's --token)"))
+			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" with the server's token (`pyexec serve` prints where its token file is when it starts; `pyexec mcp --executor` with the same state dir finds it)"))
 			return
 		}
+		r, releaseBody, err := s.admitBody(w, r)
+		if err != nil {
+			w.Header().Set("Connection", "close") // the unread body goes with the connection
+			writeError(w, err)
+			return
+		}
+		defer releaseBody()
 		if o.untracked == nil || !o.untracked(r) {
 			s.active.add()
 			defer s.active.done()
@@ -270,7 +308,7 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 // authorized compares the bearer token in constant time (over fixed-size
 // digests, so not even the token's length leaks).
 func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
+	if s.opts.NoAuth {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -53,7 +53,7 @@ func (s *Server) uiCookieValue() string {
 
 // browserAuthorized reports whether r carries a valid login cookie.
 func (s *Server) browserAuthorized(r *http.Request) bool {
-	if s.opts.Token == "" {
+	if s.opts.NoAuth {
 		return true
 	}
 	c, err := r.Cookie(uiCookieName)
@@ -104,8 +104,9 @@ var refusedPage = template.Must(template.New("refused").Parse(`<!doctype html>
 <style>body{font:15px/1.5 system-ui,sans-serif;max-width:40rem;margin:4rem auto;color:#1d2330}code{background:#f2f4f7;padding:.1rem .3rem}</style></head>
 <body><h1 id="refused">Token required</h1>
 <p>The pyexec audit page is behind the server's token. Open <code>/ui?token=TOKEN</code> with the
-token <code>pyexec serve</code> was started with; the address bar then drops it and a cookie
-keeps you signed in to this page (read-only) for 12 hours.</p></body></html>
+token <code>pyexec serve</code> uses (the one it was given, or the one it generated into
+<code>STATE-DIR/server-token</code>; its startup line <code>[AUTH]</code> says which); the address bar then
+drops it and a cookie keeps you signed in to this page (read-only) for 12 hours.</p></body></html>
 `))
 
 // ctxKey carries the route name to the run log (which front end ran what).

@@ -31,6 +31,7 @@ type liveJob struct {
 	lastSave        time.Time
 	result          *engine.Result // set when the RunFunc returned a result
 	runErr          error
+	forgotten       bool // an ephemeral job to delete once saved (guarded by Manager.mu; storage.go)
 
 	// Shared stores only (shared.go).
 	claimed bool     // taken from the shared queue (handed back if never started)
@@ -57,11 +58,11 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 }
 
 // persist writes the newest state of the job to the store.
-func (lj *liveJob) persist() {
+func (lj *liveJob) persist() error {
 	lj.saveMu.Lock()
 	defer lj.saveMu.Unlock()
 	j := lj.snapshot(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := storageContext()
 	defer cancel()
 	err := lj.m.store.update(ctx, &j)
 	if lj.m.sh != nil {
@@ -69,7 +70,9 @@ func (lj *liveJob) persist() {
 	}
 	if err != nil {
 		lj.m.log.Error("saving job state", "job", j.ID, "status", j.Status, "err", err)
+		return err
 	}
+	return nil
 }
 
 // broadcastLocked wakes every long-poll waiting on this job. Callers hold lj.mu.
@@ -93,7 +96,7 @@ func (lj *liveJob) setProgress(p Progress) {
 	lj.mu.Unlock()
 	lj.m.hub.publish(ev)
 	if save {
-		lj.persist()
+		_ = lj.persist() // logged; the final state is saved (or kept) at the end
 	}
 }
 
@@ -126,7 +129,7 @@ func (o observer) Started(pid int) {
 	o.lj.job.PID = pid
 	o.lj.job.Phase = ""
 	o.lj.mu.Unlock()
-	o.lj.persist()
+	_ = o.lj.persist() // logged; the final state is saved (or kept) at the end
 }
 
 func (o observer) Output(s engine.Stream, p []byte) {

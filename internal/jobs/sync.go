@@ -146,6 +146,15 @@ func (m *Manager) syncDone(lj *liveJob, ephemeral bool) (SyncOutcome, error) {
 // forget removes a finished job's row and logs (best effort: a leftover is
 // only clutter that prune removes later).
 func (m *Manager) forget(id string) {
+	m.mu.Lock()
+	if lj := m.unsaved[id]; lj != nil {
+		// Its row still says running (the store refused the final state):
+		// saveUnsaved deletes it once the store takes writes again.
+		lj.forgotten = true
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := m.store.deleteFinished(ctx, []string{id}); err != nil {

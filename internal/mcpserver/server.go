@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/executor"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 // Options configure the MCP server.
@@ -23,10 +22,11 @@ type Options struct {
 	SyncBudget time.Duration
 	// Toolsets to register (see ParseToolsets); nil means DefaultToolsets.
 	Toolsets []string
-	// Scripts is the saved/autosaved script store. Without it the scripts
-	// tools are not registered, run_python rejects script_name, and nothing
-	// is autosaved.
-	Scripts *scripts.Store
+	// Scripts is where saved and autosaved scripts live: the executing
+	// side's store (executor.LocalScripts, or the remote httpapi.Client).
+	// Without it the scripts tools are not registered, run_python rejects
+	// script_name, and nothing is autosaved.
+	Scripts executor.Scripts
 	// SessionID, when set, mints MCP session ids (Streamable HTTP): a
 	// replica set names the creating replica in them, so any replica can
 	// route a session's requests to it (internal/cluster).
@@ -84,5 +84,8 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
 	t.registerToolsets(srv, sets)
 	t.registerTasks(srv, sets)
+	// Added last, so outermost: arguments are checked before anything,
+	// task-augmented calls included.
+	srv.AddReceivingMiddleware(t.checkArgumentsMiddleware)
 	return srv
 }

@@ -6,21 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 type tools struct {
 	ex      executor.Executor
 	log     *slog.Logger
-	scripts *scripts.Store // nil: no scripts toolset, no autosave
-	jobs    *jobTools      // nil when the executor has no background jobs (or no toolset needs them)
+	scripts executor.Scripts // nil: no scripts toolset, no autosave
+	jobs    *jobTools        // nil when the executor has no background jobs (or no toolset needs them)
 	// jobsRegistered: the jobs toolset (tools and job:// resources) is on.
 	jobsRegistered bool
 	tasks          *taskStore // MCP Tasks (tasks.go); nil without the core toolset
+	// inputs are the registered tools' input schemas (arguments.go).
+	inputs map[string]*jsonschema.Schema
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -63,7 +65,7 @@ type ServerInfoInput struct {
 
 // registerCore registers the core toolset.
 func (t *tools) registerCore(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "run_python",
 		Title: "Run Python",
 		Description: "Run Python code (or a .py file in the workspace) and return its stdout, stderr and exit code. " +
@@ -73,14 +75,14 @@ func (t *tools) registerCore(srv *mcp.Server) {
 			"A script inside a pyproject.toml project runs in that project's environment.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.runPython)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "run_python_batch",
 		Title: "Run Python snippets in parallel",
 		Description: "Run up to 20 independent Python snippets in parallel and return their results in input order. " +
 			"One failing or timed-out snippet never fails the batch. Do not use it for snippets that depend on each other.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.runPythonBatch)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "server_info",
 		Title:       "pyexec server information",
 		Description: "Describe this pyexec server: version, workspace, installed interpreters, uv, and the limits runs are held to.",
@@ -91,9 +93,9 @@ func (t *tools) registerCore(srv *mcp.Server) {
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
-	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	inline, err := t.resolveScriptName(ctx, &in.Request, in.ScriptName)
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	if t.jobs != nil {
 		// Sync with smart-async handoff, or async. Autosaved afterwards, so
@@ -105,14 +107,14 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 		return res, out, err
 	}
 	if err := in.JobOptions.check(false); err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	if inline {
 		t.autosave("run_python", in.Request, "")
 	}
 	res, err := t.ex.Run(ctx, in.Request, progressTo(ctx, req))
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := RunPythonOutput{Result: res}
 	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
@@ -147,7 +149,7 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 	}
 	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
 	if err != nil {
-		return nil, executor.BatchResult{}, err
+		return nil, executor.BatchResult{}, toolError(err)
 	}
 	t.autosaveBatch(reqs, out)
 	return render(in.Rendering, out, func() string { return renderBatch(out) }), out, nil
@@ -156,11 +158,12 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in ServerInfoInput) (*mcp.CallToolResult, executor.Info, error) {
 	info, err := t.ex.Info(ctx)
 	if err != nil {
-		return nil, executor.Info{}, err
+		return nil, executor.Info{}, toolError(err)
 	}
 	if t.jobs != nil && t.jobs.budget > 0 {
 		info.Limits.SyncBudgetSeconds = t.jobs.budget.Seconds()
 	}
+	info.Limits.Timeouts = executor.TimeoutStory(info.Limits) // with this front end's sync budget
 	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
 }
 

@@ -28,9 +28,9 @@ type Capabilities struct {
 	// cannot signal processes outside its own Landlock domain.
 	LandlockScope Mechanism `json:"landlock_scope" jsonschema:"Landlock signal and abstract socket scoping (ABI 6+)."`
 	NetNS         Mechanism `json:"net_namespace" jsonschema:"Empty network namespace for runs without network."`
-	PidNS         Mechanism `json:"pid_namespace" jsonschema:"Own PID namespace for strict runs."`
+	PidNS         Mechanism `json:"pid_namespace" jsonschema:"Own PID namespace and /proc for every confined run (root server); for strict runs otherwise."`
 	UserNS        Mechanism `json:"user_namespace" jsonschema:"User namespaces."`
-	MountNS       Mechanism `json:"mount_namespace" jsonschema:"Mount namespace giving each confined run a private /dev/shm."`
+	MountNS       Mechanism `json:"mount_namespace" jsonschema:"Mount and IPC namespaces giving each confined run a private /dev/shm, nosuid mounts and IPC of its own."`
 	Cgroup        Mechanism `json:"cgroup" jsonschema:"A cgroup per run: memory and process caps, peak memory, kill-all."`
 	// CgroupMode is "v1" (memory+pids controllers), "v2" or "" (none).
 	CgroupMode string    `json:"cgroup_mode" jsonschema:"v1, v2, or empty when no per-run cgroup can be made."`

@@ -24,9 +24,16 @@ func Detect() Capabilities {
 	c.Landlock, c.LandlockTCP, c.LandlockScope, c.LandlockABI = detectLandlock()
 	c.NetNS = detectNamespace("net_namespace", syscall.CLONE_NEWNET, "no-network runs get an empty network namespace (loopback only): TCP, UDP and raw sockets cannot reach the host")
 	c.PidNS = detectNamespace("pid_namespace", syscall.CLONE_NEWPID, "strict runs get their own PID namespace: every process dies with the run")
-	c.MountNS = detectNamespace("mount_namespace", syscall.CLONE_NEWNS, "confined runs get a private /dev/shm (multiprocessing works, nothing shared between runs); runs as an unprivileged uid see only what they need below 0700 dirs such as /root (bound into a tmpfs skeleton: keys, tokens, jobs.db, other runs' files do not exist for them) and write a server-owned workspace through an idmapped mount")
+	c.MountNS = detectNamespace("mount_namespace", syscall.CLONE_NEWNS, "confined runs get a private /dev/shm and an IPC namespace of their own (multiprocessing works, nothing shared between runs, SysV and POSIX IPC die with the run); every mount nosuid, what a run writes also nodev; runs as an unprivileged uid see only what they need below 0700 dirs such as /root (bound into a tmpfs skeleton: keys, tokens, jobs.db, other runs' files do not exist for them) and write a server-owned workspace through an idmapped mount")
+	if c.Root && c.PidNS.Available {
+		if err := PrivateProcAvailable(); err != nil {
+			c.PidNS = Mechanism{Name: "pid_namespace", Detail: "confined runs cannot get a /proc of their own: " + err.Error()}
+		} else {
+			c.PidNS.Detail = "every confined run gets its own PID namespace and /proc (hidepid): it sees and can signal, limit, renice or trace only its own processes, never other runs, warm interpreters or the server; every process dies with the run"
+		}
+	}
 	if !c.Root {
-		c.MountNS = Mechanism{Name: "mount_namespace", Detail: "needs a root server: runs share the host's /dev/shm (strict: no /dev/shm)"}
+		c.MountNS = Mechanism{Name: "mount_namespace", Detail: "needs a root server: runs share the host's /dev/shm and IPC namespace (strict: no /dev/shm)"}
 	}
 	c.UserNS = detectNamespace("user_namespace", syscall.CLONE_NEWUSER, "available (used to hold the network namespace when the server is not root)")
 	if !c.Root && !c.NetNS.Available && c.UserNS.Available {
@@ -127,6 +134,6 @@ func detectSeccomp() Mechanism {
 		return m
 	}
 	m.Available = true
-	m.Detail = "deny-list on confined runs: creating namespaces, bpf, io_uring, keyring, perf, modules, mounts, reboot"
+	m.Detail = "deny-list on confined runs: creating namespaces, bpf, io_uring, keyring, perf, modules, mounts, reboot; set-user-ID and set-group-ID modes (chmod, open, mkdir, mknod and their variants) and device nodes"
 	return m
 }

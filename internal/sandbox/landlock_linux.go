@@ -105,8 +105,10 @@ type landlockPlan struct {
 // privateShm says /dev/shm will be the run's own tmpfs (then strict may use
 // it too). nsRoot, when set, is how the planner reaches the root of the
 // run's mount namespace (/proc/PID/root of a process in it): rules on what
-// that namespace mounts over the host's view (/dev/shm) must name its inodes,
-// since Landlock does not look at a mount point hidden by a mount.
+// that namespace mounts over the host's view (/dev/shm, /proc, /dev/mqueue)
+// must name its inodes, since Landlock does not look at a mount point
+// hidden by a mount. (The launcher opens the rule paths inside the run's
+// namespace itself and passes no nsRoot.)
 func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*landlockPlan, error) {
 	pre := landlockPreset(abi)
 	p := &landlockPlan{cfg: landlock.Config{HandledAccessFS: pre.HandledAccessFS, Scoped: pre.Scoped}}
@@ -148,7 +150,16 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*l
 	if s.Policy != PolicyStrict || privateShm {
 		// POSIX semaphores (multiprocessing locks) live in /dev/shm. When
 		// it is the host's, shared with other runs, strict leaves it out.
-		rw = append(rw, nsRoot+"/dev/shm")
+		rw = append(rw, "/dev/shm")
+	}
+	if nsRoot != "" {
+		for _, list := range [][]string{ro, rw} {
+			for i, p := range list {
+				if nsMounted(p) {
+					list[i] = nsRoot + p
+				}
+			}
+		}
 	}
 	// Landlock opens rule paths itself; a missing optional system path is
 	// fine, but a missing workspace/tmp/read-only path is a spec error.
@@ -185,6 +196,17 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*l
 		p.desc = append(p.desc, "landlock: all TCP connect/bind denied")
 	}
 	return p, nil
+}
+
+// nsMounted reports whether p is on a filesystem a run's mount namespace
+// mounts afresh (its /proc, /dev/shm and /dev/mqueue).
+func nsMounted(p string) bool {
+	for _, m := range []string{"/proc", "/dev/shm", "/dev/mqueue"} {
+		if p == m || strings.HasPrefix(p, m+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func splitDirs(paths []string) (dirs, files []string) {

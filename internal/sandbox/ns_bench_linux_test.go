@@ -58,3 +58,54 @@ func BenchmarkCgroupLifecycle(b *testing.B) {
 		}
 	}
 }
+
+// The per-run namespaces every confined run of a root server gets on top of
+// the private /dev/shm: an IPC namespace (with its /dev/mqueue), a PID
+// namespace with its init and its own /proc, and nosuid everywhere.
+func BenchmarkIPCNamespace(b *testing.B) {
+	benchThread(b, func() error {
+		if err := enterPrivateShm(64 << 20); err != nil {
+			return err
+		}
+		return enterPrivateIPC()
+	})
+}
+
+func BenchmarkPIDNamespaceWithProc(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	benchThread(b, func() error {
+		if err := enterPrivateShm(64 << 20); err != nil {
+			return err
+		}
+		init, err := startPIDNamespace(nil, -1)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			_ = unix.Kill(init, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(init, &ws, 0, nil)
+		}()
+		fd, err := openPIDNamespace(init)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return mountProc("/proc", fd, true)
+	})
+}
+
+func BenchmarkNoSetIDMounts(b *testing.B) {
+	dir := b.TempDir()
+	benchThread(b, func() error {
+		if err := enterPrivateShm(64 << 20); err != nil {
+			return err
+		}
+		if err := bindNoSetID(dir); err != nil {
+			return err
+		}
+		return noSetIDAnywhere()
+	})
+}

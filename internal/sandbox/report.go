@@ -35,15 +35,19 @@ type Report struct {
 	// PrivateShm is true when the run got its own /dev/shm (a tmpfs in its
 	// mount namespace).
 	PrivateShm bool `json:"private_shm,omitempty"`
-	// RunAsDropped is true when the spec named a run-as user but the run
-	// fell back to root without capabilities (see Skipped for why).
-	RunAsDropped bool `json:"run_as_dropped,omitempty"`
+	// PrivateProc is true when the run got its own PID namespace with a
+	// /proc of its own (a warm interpreter: one its runs share, one run at
+	// a time).
+	PrivateProc bool `json:"private_proc,omitempty"`
 }
 
 // LimitFromStderr refines the report with evidence only the output shows:
 // CPython ignores SIGXFSZ (it gets EFBIG instead), a RLIMIT_AS cap surfaces
 // as MemoryError, and RLIMIT_NPROC as EAGAIN from fork. Pass the tail of
 // the run's stderr. It returns rep.LimitExceeded when that is already set.
+// The limits it names are the run's own: nothing outside a run can change
+// them (no other process can reach it, or the warm interpreter it was
+// forked from; see pidns_linux.go and warm_linux.go).
 func LimitFromStderr(rep Report, stderrTail string, exitCode int) string {
 	if rep.LimitExceeded != "" || exitCode == 0 {
 		return rep.LimitExceeded

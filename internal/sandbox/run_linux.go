@@ -26,8 +26,13 @@ type Run struct {
 	asMem   bool
 	nproc   bool
 	dropCap bool
-	// privateShm: give the run its own /dev/shm in a mount namespace.
-	privateShm bool
+	// privateNS: give the run its own mount namespace (private /dev/shm,
+	// nosuid,nodev mounts), IPC namespace and, with pidNS, PID namespace
+	// and /proc: a root launcher only.
+	privateNS bool
+	// privateProc: the PID namespace gets a /proc of its own (privateNS,
+	// and a kernel whose procfs takes pidns=).
+	privateProc bool
 	// reach: hidden ancestors of needed paths covered and the paths bound
 	// back, in that mount namespace (see reach.go).
 	reach *reachPlan
@@ -35,12 +40,15 @@ type Run struct {
 	// (-1: the workspace is mounted as is; see idmap.go).
 	idmapUserns int
 	idmapCh     chan idmapResult
-	applied     []string
-	skipped     []string
-	release     chan struct{}
-	started     bool
-	shmApplied  bool
-	runAsDrop   bool
+	// supervisorView: the spec confines a warm interpreter, whose
+	// supervisors get a view of its namespaces of their own (SupervisorDir).
+	supervisorView bool
+	applied        []string
+	skipped        []string
+	release        chan struct{}
+	started        bool
+	shmApplied     bool
+	procApplied    bool
 }
 
 // Prepare checks the spec against what the kernel can do, creates the run's
@@ -55,6 +63,7 @@ func Prepare(spec Spec) (*Run, error) {
 	r := &Run{spec: spec, release: make(chan struct{}), idmapUserns: -1}
 	r.spec.Limits = spec.Limits.WithDefaults()
 	confine := spec.Policy != PolicyNone
+	root := os.Geteuid() == 0
 	r.netDeny = spec.EffectiveNetwork() == NetworkDeny
 	r.dropCap = confine
 	var missing []string
@@ -75,6 +84,7 @@ func Prepare(spec Spec) (*Run, error) {
 			r.skipped = append(r.skipped, fmt.Sprintf("landlock signal scoping needs ABI 6 (have %d)", r.abi))
 		}
 	}
+	r.supervisorView = confine && spec.ForkServer && root
 
 	// Cgroup: memory cap, process cap, peak memory, kill-all.
 	lim := r.spec.Limits
@@ -87,7 +97,7 @@ func Prepare(spec Spec) (*Run, error) {
 			r.applied = append(r.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.mode, lim.MemoryBytes, lim.MaxProcs))
 		}
 	}
-	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
+	if confine && r.spec.RunAs != nil && root && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
 		// The idmapping's user namespace takes a short-lived process
 		// (~1 ms): made while the cgroup and Landlock plan are prepared,
 		// collected by Start.
@@ -97,19 +107,11 @@ func Prepare(spec Spec) (*Run, error) {
 			r.idmapCh <- idmapResult{fd, err}
 		}(r.spec.RunAs)
 	}
-	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 {
-		var rw []string
-		for _, d := range append([]string{r.spec.writableWorkspace(), r.spec.TmpDir}, r.spec.ReadWrite...) {
-			if d != "" {
-				rw = append(rw, d)
-			}
-		}
-		plan, err := planReach(r.spec.RunAs, r.spec.readOnlyPaths(), rw)
+	if confine && r.spec.RunAs != nil && root {
+		plan, err := planReach(r.spec.RunAs, r.spec.readOnlyPaths(), r.writable())
 		if err != nil {
-			if ferr := r.runAsRoot("cannot plan the mount namespace binds: " + err.Error()); ferr != nil {
-				r.Close()
-				return nil, ferr
-			}
+			r.Close()
+			return nil, r.runAsFailed("cannot plan the mount namespace binds: " + err.Error())
 		}
 		r.reach = plan
 	}
@@ -148,14 +150,20 @@ func Prepare(spec Spec) (*Run, error) {
 	// depth, and no local servers either). "workspace + network deny" relies
 	// on the namespace alone so a run can still talk to itself on loopback.
 	denyTCP := spec.Policy == PolicyStrict && r.abi >= 4
-	if spec.Policy == PolicyStrict {
-		r.pidNS = true // tried at Start; falls back with a note if refused
+	// A root launcher gives every confined run its own mount, IPC and PID
+	// namespaces (and /proc); without root, strict still tries a PID
+	// namespace (it fails without privileges, and says so).
+	r.privateNS = confine && root
+	r.privateProc = r.privateNS && spec.NoPrivateProc == ""
+	r.pidNS = r.privateProc || spec.Policy == PolicyStrict
+	if r.privateNS && !r.privateProc {
+		// Without a /proc of its own a PID namespace would show the host's
+		// processes under pids that mean others: not worth having, except
+		// under strict (which reads none of /proc's per-process files).
+		need("a PID namespace with its own /proc (every process outside the run unreachable): " + spec.NoPrivateProc)
 	}
-	// A private /dev/shm needs CAP_SYS_ADMIN; without it, strict gets no
-	// /dev/shm and workspace the shared one.
-	r.privateShm = confine && os.Geteuid() == 0
 	if confine {
-		plan, err := planLandlock(&r.spec, r.abi, denyTCP, r.privateShm, "")
+		plan, err := planLandlock(&r.spec, r.abi, denyTCP, r.privateNS, "")
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("sandbox: %w", err)
@@ -177,7 +185,7 @@ func Prepare(spec Spec) (*Run, error) {
 		r.applied = append(r.applied, "no_new_privs")
 	}
 
-	if spec.TmpDir != "" && confine && os.Geteuid() == 0 {
+	if spec.TmpDir != "" && confine && root {
 		// The private tmp dir belongs to whoever the run executes as (a
 		// root run has no CAP_DAC_OVERRIDE either). A non-root server made
 		// it itself, so it already owns it.
@@ -203,36 +211,24 @@ func Prepare(spec Spec) (*Run, error) {
 	return r, nil
 }
 
-// runAsRoot falls back from the run-as user to root without capabilities
-// (today's behaviour when nobody cannot reach what the run needs), with a
-// note saying why, unless the policy demands the run-as user: then it
-// returns the error to fail closed.
-func (r *Run) runAsRoot(why string) error {
-	cred := r.spec.RunAs
-	if cred == nil {
-		return nil
-	}
-	if r.spec.RunAsRequired {
-		return fmt.Errorf("sandbox: run-as %s (uid %d) required but: %s", cred.Name, cred.UID, why)
-	}
-	r.spec.RunAs = nil
-	r.runAsDrop = true
-	r.reach = nil
-	if r.idmapUserns >= 0 {
-		unix.Close(r.idmapUserns)
-		r.idmapUserns = -1
-	}
-	r.skipped = append(r.skipped, fmt.Sprintf("run as uid %d: ran as root without capabilities instead: %s", cred.UID, why))
-	if r.plan != nil {
-		// The plan may have left out what only the run-as user could not
-		// read (the shadow files): plan again for root.
-		plan, err := planLandlock(&r.spec, r.abi, r.plan.cfg.HandledAccessNet != 0, r.privateShm, "")
-		if err != nil {
-			return fmt.Errorf("sandbox: %w", err)
+// writable lists the paths the run may write: the workspace, its tmp dir
+// and the extra read-write paths.
+func (r *Run) writable() []string {
+	var rw []string
+	for _, d := range append([]string{r.spec.writableWorkspace(), r.spec.TmpDir}, r.spec.ReadWrite...) {
+		if d != "" {
+			rw = append(rw, d)
 		}
-		r.plan = plan
 	}
-	return nil
+	return rw
+}
+
+// runAsFailed is the error of a run whose run-as user cannot be given what
+// it needs. It never falls back to root: a root run (without capabilities)
+// happens only when the operator asked for it with --run-as none.
+func (r *Run) runAsFailed(why string) error {
+	cred := r.spec.RunAs
+	return fmt.Errorf("sandbox: cannot run as %s (uid %d): %s (make what the run needs reachable by uid %d, or pass --run-as none to run as root without capabilities)", cred.Name, cred.UID, why, cred.UID)
 }
 
 type idmapResult struct {
@@ -241,32 +237,17 @@ type idmapResult struct {
 }
 
 // collectIdmap waits for the idmapping's user namespace started by Prepare;
-// without it, the run falls back to root (or fails when run-as is required).
+// without it, the run fails.
 func (r *Run) collectIdmap() error {
 	if r.idmapCh == nil {
 		return nil
 	}
 	res := <-r.idmapCh
 	r.idmapCh = nil
-	if res.err == nil && r.spec.RunAs != nil {
-		r.idmapUserns = res.fd
-		return nil
+	if res.err != nil {
+		return r.runAsFailed("the workspace is not writable by it and cannot be idmapped: " + res.err.Error())
 	}
-	if res.err == nil {
-		unix.Close(res.fd)
-		return nil
-	}
-	if err := r.runAsRoot("workspace not writable and no idmapping: " + res.err.Error()); err != nil {
-		return err
-	}
-	if err := chownTmp(r.spec.TmpDir, os.Geteuid(), os.Getegid()); err != nil {
-		return fmt.Errorf("sandbox: give the tmp dir back to root: %w", err)
-	}
-	for i, s := range r.applied {
-		if strings.HasPrefix(s, "run as uid ") {
-			r.applied[i] = "run as root with an empty capability bounding set"
-		}
-	}
+	r.idmapUserns = res.fd
 	return nil
 }
 
@@ -276,18 +257,18 @@ func (r *Run) collectIdmap() error {
 // the cgroup. It is called once.
 //
 // The fork happens from a dedicated locked OS thread that, in this order,
-// joins the run's v1 cgroups, enters the empty network namespace, enters a
-// mount namespace with a private /dev/shm (where, for a run-as uid, needed
-// paths below unsearchable dirs such as /root are bound back into a tmpfs
-// skeleton and a server-owned workspace is idmapped: reach.go, idmap.go),
-// drops its capability bounding
-// set, sets no_new_privs and enforces Landlock, starts the PID namespace's
-// placeholder init, and installs the seccomp filter: all per-thread state
-// the child inherits. (Namespaces and mounts need privileges Landlock and
-// seccomp would take away, hence the order.) That thread stays parked until
-// Finish/Close so that attr.Sys.Pdeathsig (which fires when the forking
-// *thread* exits) keeps meaning "when the launcher dies". Rlimits are per
-// process: they are set on the launcher itself right before the fork.
+// joins the run's v1 cgroups, drops its capability bounding set, enters
+// the empty network namespace, builds the run's namespaces (namespaces.go:
+// mount namespace with a private /dev/shm, the reach binds and the
+// idmapped workspace, every writable path nosuid,nodev; IPC namespace; PID
+// namespace with its init and /proc), sets no_new_privs and enforces
+// Landlock, and installs the seccomp filter: all per-thread state the
+// child inherits. (Namespaces and mounts need privileges Landlock and
+// seccomp would take away, hence the order.) That thread stays parked
+// until Finish/Close so that attr.Sys.Pdeathsig (which fires when the
+// forking *thread* exits) keeps meaning "when the launcher dies". Rlimits
+// are per process: they are set on the launcher itself right before the
+// fork.
 func (r *Run) Start(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	if r.started {
 		return 0, errors.New("sandbox: Start called twice")
@@ -369,6 +350,18 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			_, _ = f.Write([]byte("0")) // this thread (see joinThread)
 		}
 	}
+	fail := func(err error) (int, error) {
+		leaveCgroup()
+		return 0, err
+	}
+	if r.dropCap {
+		// First: the bounding set limits only what an exec grants, so this
+		// thread keeps the capabilities its namespace work below needs,
+		// while the PID namespace's init, forked meanwhile, gets none.
+		if err := dropBoundingSet(); err != nil {
+			return fail(fmt.Errorf("sandbox: %w", err))
+		}
+	}
 	if r.netDeny {
 		err := enterEmptyNetNS()
 		if err != nil && os.Geteuid() != 0 && r.spec.RunAs == nil {
@@ -384,8 +377,7 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 		}
 		if err != nil {
 			if !r.spec.BestEffort {
-				leaveCgroup()
-				return 0, fmt.Errorf("sandbox: network deny cannot be enforced: %w (use --sandbox-best-effort to run anyway)", err)
+				return fail(fmt.Errorf("sandbox: network deny cannot be enforced: %w (use --sandbox-best-effort to run anyway)", err))
 			}
 			what := "the network is NOT blocked"
 			if r.plan != nil && r.plan.cfg.HandledAccessNet != 0 {
@@ -394,84 +386,28 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			r.skipped = append(r.skipped, "network namespace: "+err.Error()+": "+what)
 		}
 	}
-	var shmErr error
-	if r.privateShm {
-		if shmErr = enterPrivateShm(r.spec.Limits.MemoryBytes); shmErr != nil {
-			// Optional: strict then simply has no /dev/shm (see planLandlock).
-			r.skipped = append(r.skipped, "private /dev/shm: "+shmErr.Error())
-		} else {
-			r.shmApplied = true
-			r.applied = append(r.applied, "mount namespace with a private /dev/shm")
-		}
-	}
-	if r.reach != nil || r.idmapUserns >= 0 {
-		// Still in this thread's fresh mount namespace, before the
-		// capability drop, Landlock and seccomp take mounting away.
-		err := shmErr
-		switch {
-		case !r.privateShm:
-			err = errors.New("no private mount namespace")
-		case err == nil && r.reach != nil:
-			err = r.reach.apply()
-			if err == nil {
-				r.applied = append(r.applied, r.reach.desc())
-			}
-		}
-		if err == nil && r.idmapUserns >= 0 {
-			if err = idmapOver(r.spec.Workspace, r.idmapUserns); err == nil && r.spec.WorkspaceReadOnly {
-				err = remountReadOnly(r.spec.Workspace)
-			}
-			if err == nil {
-				r.applied = append(r.applied, fmt.Sprintf("workspace idmapped: uid %d owns the server's files in it (created files are the server's on disk)", r.spec.RunAs.UID))
-			}
-		}
-		if err != nil {
-			// The plan undid its mounts: root (the owner) still reaches
-			// everything the run needs.
-			if ferr := r.runAsRoot("mount namespace binds failed: " + err.Error()); ferr != nil {
-				leaveCgroup()
-				return 0, ferr
-			}
-			if err := chownTmp(r.spec.TmpDir, os.Geteuid(), os.Getegid()); err != nil {
-				leaveCgroup()
-				return 0, fmt.Errorf("sandbox: give the tmp dir back to root: %w", err)
-			}
-			a.Sys.Credential = nil
-			for i, s := range r.applied {
-				if strings.HasPrefix(s, "run as uid ") {
-					r.applied[i] = "run as root with an empty capability bounding set"
-				}
-			}
-		}
-	}
-	if r.dropCap {
-		if err := dropBoundingSet(); err != nil {
-			leaveCgroup()
-			return 0, fmt.Errorf("sandbox: %w", err)
+	if r.privateNS {
+		if err := r.buildNamespaces(a); err != nil {
+			return fail(err)
 		}
 	}
 	if r.plan != nil {
 		if err := r.plan.restrictThread(); err != nil {
-			leaveCgroup()
-			return 0, fmt.Errorf("sandbox: %w", err)
+			return fail(fmt.Errorf("sandbox: %w", err))
 		}
 	} else if r.spec.Policy != PolicyNone {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			leaveCgroup()
-			return 0, fmt.Errorf("sandbox: no_new_privs: %w", err)
+			return fail(fmt.Errorf("sandbox: no_new_privs: %w", err))
 		}
 	}
-	if r.pidNS {
-		if err := r.startPIDNamespace(a); err != nil {
-			// PID namespaces are optional: run without, and say so.
+	if r.pidNS && !r.privateProc {
+		// Without a private /proc to mount (no root, or an old kernel),
+		// the namespace still ends every process with the run.
+		if _, err := startPIDNamespace(a.Sys.Credential, r.cgroupFD(a)); err != nil {
 			r.pidNS = false
 			r.skipped = append(r.skipped, "pid namespace: "+err.Error())
 		} else {
-			// Go's ForkExec reads a parent outside the child's PID namespace
-			// (getppid() == 0) as "already dead" and fires Pdeathsig at
-			// once. Launcher death is still covered: its process group kill,
-			// the run's cgroup and sandbox.Cleanup in the server.
-			a.Sys.Pdeathsig = 0
+			a.Sys.Pdeathsig = 0 // see buildNamespaces
 		}
 	}
 	if r.spec.Policy != PolicyNone {
@@ -480,7 +416,7 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 		if err := installSeccomp(a.Sys.Cloneflags&syscall.CLONE_NEWUSER != 0, a.Sys.UseCgroupFD); err != nil {
 			r.skipped = append(r.skipped, "seccomp: "+err.Error())
 		} else {
-			r.applied = append(r.applied, "seccomp deny-list (namespaces, bpf, io_uring, keyring, perf, modules, mounts)")
+			r.applied = append(r.applied, "seccomp filter (namespaces, bpf, io_uring, keyring, perf, modules, mounts; no set-user-ID or set-group-ID files, no device nodes)")
 		}
 	}
 	pid, err := syscall.ForkExec(path, argv, a)
@@ -488,44 +424,19 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 	if err != nil {
 		return 0, fmt.Errorf("sandbox: start %s: %w", path, err)
 	}
-	if r.pidNS {
+	if r.pidNS && !r.privateProc {
 		r.applied = append(r.applied, "pid namespace (Python is pid 2 under a placeholder init; every process dies with the run)")
 	}
 	return pid, nil
 }
 
-// startPIDNamespace makes the calling (locked starter) thread's next
-// children land in a new PID namespace and starts its init: a confined
-// `sleep infinity` with the run's identity. Python is then forked as pid 2,
-// so it keeps ordinary signal semantics (as pid 1 the kernel would drop
-// SIGTERM from the launcher and any default-action signal it sends itself).
-// Orphans of the run are reparented to this init (a subreaper outside the
-// namespace cannot adopt them); they stay zombies until the run ends, counted
-// by the pids cgroup. Killing the init, which the launcher does with every
-// other descendant, makes the kernel kill whatever is left in the namespace.
-func (r *Run) startPIDNamespace(a *syscall.ProcAttr) error {
-	sleep := ""
-	for _, p := range []string{"/bin/sleep", "/usr/bin/sleep"} {
-		if _, err := os.Stat(p); err == nil {
-			sleep = p
-			break
-		}
+// cgroupFD is the v2 cgroup fd a child of the starter thread is cloned
+// into, or -1.
+func (r *Run) cgroupFD(a *syscall.ProcAttr) int {
+	if a.Sys.UseCgroupFD {
+		return a.Sys.CgroupFD
 	}
-	if sleep == "" {
-		return errors.New("no sleep binary for the namespace's init")
-	}
-	if err := unix.Unshare(unix.CLONE_NEWPID); err != nil {
-		return fmt.Errorf("unshare: %w", err)
-	}
-	initAttr := &syscall.ProcAttr{Dir: "/", Env: []string{}, Sys: &syscall.SysProcAttr{
-		Credential: a.Sys.Credential, UseCgroupFD: a.Sys.UseCgroupFD, CgroupFD: a.Sys.CgroupFD,
-	}}
-	if _, err := syscall.ForkExec(sleep, []string{"sleep", "infinity"}, initAttr); err != nil {
-		// The thread's children would still go to the (init-less) new
-		// namespace and fail; this thread is unusable for the run.
-		return fmt.Errorf("start init: %w", err)
-	}
-	return nil
+	return -1
 }
 
 // dropBoundingSet empties the calling thread's capability bounding set, so a
@@ -547,13 +458,13 @@ func dropBoundingSet() error {
 }
 
 // Started reports what is in force once Start returned: the mechanisms
-// applied and skipped so far, whether /dev/shm is private and whether the
-// run-as user was dropped. The launcher sends it with its "started" event;
-// a warm interpreter's runs inherit exactly this confinement.
+// applied and skipped so far, and whether /dev/shm and /proc are private.
+// The launcher sends it with its "started" event; a warm interpreter's runs
+// inherit exactly this confinement.
 func (r *Run) Started() Report {
 	return Report{
 		Applied: slices.Clone(r.applied), Skipped: slices.Clone(r.skipped), MemoryViaRlimit: r.asMem,
-		PrivateShm: r.shmApplied, RunAsDropped: r.runAsDrop,
+		PrivateShm: r.shmApplied, PrivateProc: r.procApplied,
 	}
 }
 
@@ -573,11 +484,10 @@ func (r *Run) Signal(sig syscall.Signal) {
 
 // Finish is called after the launcher reaped the Python process (ws is its
 // wait status, cpuSeconds the user+system CPU of the run's processes, 0 if
-// unknown). It reads the cgroup's
-// evidence, kills whatever is left in the cgroup, removes it, and says
-// which limit (if any) was exceeded.
+// unknown). It reads the cgroup's evidence, kills whatever is left in the
+// cgroup, removes it, and says which limit (if any) was exceeded.
 func (r *Run) Finish(ws syscall.WaitStatus, cpuSeconds float64) Report {
-	rep := Report{Applied: r.applied, Skipped: r.skipped, MemoryViaRlimit: r.asMem, PrivateShm: r.shmApplied, RunAsDropped: r.runAsDrop}
+	rep := r.Started()
 	var st cgroupStats
 	if r.cg != nil {
 		r.cg.killAll()

@@ -103,3 +103,8 @@ func IdmapAvailable(cred *Credential, dir string) error {
 
 // ReachAvailable: the mount-namespace skeleton is a Linux feature.
 func ReachAvailable() bool { return false }
+
+// PrivateProcAvailable: PID namespaces and procfs pidns= are Linux.
+func PrivateProcAvailable() error {
+	return errors.New("PID namespaces need Linux")
+}

@@ -31,13 +31,12 @@ import (
 // Modes:
 //
 //   - RunAsAuto (the default): run as "nobody" when, with the above, nobody
-//     can execute the interpreter and write the workspace; otherwise (or
-//     when the launcher cannot set the namespace up) run as root WITHOUT
-//     capabilities (empty bounding set: no CAP_KILL, CAP_SYS_ADMIN, raw
-//     sockets, module loading...) and say so in every result. Landlock's
-//     signal scoping, the pids cgroup and the filesystem rules still hold.
+//     can execute the interpreter and write the workspace; otherwise the
+//     run is refused with what to fix. It never falls back to root: that
+//     would give the run root's ownership of every root-owned file the
+//     sandbox leaves readable or writable.
 //   - RunAsNone ("none"/"root"): always as the server's uid (capabilities
-//     dropped when root).
+//     dropped when root), only when the operator asks for it.
 //   - a user name or uid[:gid]: always as that user; fail closed if the
 //     interpreter is unreachable or the binds fail; warn if the workspace
 //     is not writable.
@@ -156,7 +155,7 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 	cred, err := LookupCredential(name)
 	if err != nil {
 		if mode == RunAsAuto {
-			return RunAsChoice{Notes: []string{fmt.Sprintf("runs execute as root without capabilities: %v", err)}}, nil
+			return RunAsChoice{}, fmt.Errorf("sandbox: runs execute as %s when the server is root, but: %v (create the user, pass --run-as USER, or --run-as none to run as root without capabilities)", name, err)
 		}
 		return RunAsChoice{}, err
 	}
@@ -193,15 +192,13 @@ func ChooseRunAs(mode, workspace string, mustRead []string) (RunAsChoice, error)
 	}
 	if mode == RunAsAuto {
 		// The first problem is enough to act on; the rest usually repeat it.
-		if first := errors.Join(append(unreachable, wsErr)...); first != nil {
-			if len(unreachable) > 0 {
-				first = unreachable[0]
-			} else {
-				first = wsErr
-			}
-			return RunAsChoice{Notes: []string{fmt.Sprintf(
-				"runs as root without capabilities, not as %s: %v (give %s access or set --run-as)",
-				name, first, name)}}, nil
+		switch {
+		case len(unreachable) > 0:
+			return RunAsChoice{}, fmt.Errorf("sandbox: runs execute as %s (uid %d) when the server is root, and it cannot read what runs need: %v (use an interpreter and environments it can read, e.g. /usr/bin/python3, or pass --run-as none to run as root without capabilities)",
+				name, cred.UID, unreachable[0])
+		case wsErr != nil:
+			return RunAsChoice{}, fmt.Errorf("sandbox: runs execute as %s (uid %d) when the server is root, and it cannot write the workspace: %v (give it write access, e.g. `setfacl -R -m u:%s:rwX -m d:u:%s:rwX %s`, or make the server's user own the workspace so runs write it through an idmapped mount; or pass --run-as none to run as root without capabilities)",
+				name, cred.UID, wsErr, name, name, workspace)
 		}
 		return RunAsChoice{Cred: cred, Hidden: hidden, IdmappedWorkspace: idmapped}, nil
 	}

@@ -21,9 +21,9 @@ import (
 // checks that). Everything confinement does once per process tree is then
 // inherited by each fork exactly as a cold run would get it from the
 // launcher: the run-as user, the mount namespace (tmpfs skeleton, binds,
-// idmapped workspace, private /dev/shm), the network and PID namespaces, the
-// empty capability bounding set, no_new_privs, the seccomp filter and the
-// rlimits. What a cold run gets per run, a warm run gets from WarmRun: the
+// idmapped workspace, private /dev/shm, nosuid mounts), the network, IPC and
+// PID namespaces with the warm interpreter's /proc, the empty capability
+// bounding set, no_new_privs, the seccomp filter and the rlimits. What a cold run gets per run, a warm run gets from WarmRun: the
 // server creates the run's cgroup and its Landlock ruleset (the same plan a
 // cold run's launcher computes) and hands the fork open descriptors; the
 // fork joins the cgroup by writing "0" to them (the kernel checks the
@@ -111,7 +111,7 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 			}
 		} else {
 			nsRoot := ""
-			if zygote.PrivateShm {
+			if zygote.PrivateShm || zygote.PrivateProc {
 				nsRoot = fmt.Sprintf("/proc/%d/root", zygotePID)
 			}
 			plan, err := planLandlock(&w.spec, abi, spec.Policy == PolicyStrict && abi >= 4, zygote.PrivateShm, nsRoot)
@@ -192,7 +192,7 @@ func (w *WarmRun) ReleaseFiles() {
 func (w *WarmRun) Finish(exitCode, signal int, cpuSeconds float64) Report {
 	rep := Report{
 		Applied: append(slices.Clone(w.zygote.Applied), w.applied...), Skipped: slices.Clone(w.zygote.Skipped),
-		MemoryViaRlimit: w.zygote.MemoryViaRlimit, PrivateShm: w.zygote.PrivateShm, RunAsDropped: w.zygote.RunAsDropped,
+		MemoryViaRlimit: w.zygote.MemoryViaRlimit, PrivateShm: w.zygote.PrivateShm, PrivateProc: w.zygote.PrivateProc,
 	}
 	var st cgroupStats
 	if w.cg != nil {
@@ -239,7 +239,7 @@ func Covers(zygote, run *Spec) (bool, string) {
 	switch {
 	case z.Policy != r.Policy || z.EffectiveNetwork() != r.EffectiveNetwork() || z.Limits != r.Limits || z.BestEffort != r.BestEffort:
 		return false, "sandbox settings"
-	case !sameCred(zygote.RunAs, run.RunAs) || zygote.RunAsRequired != run.RunAsRequired:
+	case !sameCred(zygote.RunAs, run.RunAs):
 		return false, "run-as"
 	case zygote.Workspace != run.Workspace || !slices.Equal(zygote.Hidden, run.Hidden):
 		return false, "workspace"

@@ -1,5 +1,5 @@
 // Package proc answers, for tests on every platform, whether a process is
-// gone.
+// gone, and finds a run's processes by a mark in their command line.
 package proc
 
 // Gone reports whether no process with this pid exists any more.
