@@ -29,6 +29,7 @@ type engineFlags struct {
 	deps           depsFlags // envs.go
 	warm           int
 	preload        string
+	preloadAuto    bool
 }
 
 // engineEnv: the seeds' environment variables, accepted as aliases.
@@ -45,6 +46,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
+	fs.BoolVar(&f.preloadAuto, "preload-auto", true, "adaptive preload: a warm interpreter learns which costly modules (>= 20 ms to import) its runs import, and a replacement that has them imported takes over in the background (server_info shows what was learned)")
 }
 
 // registerRun adds the flags `pyexec run` uses: not the warm interpreters
@@ -88,8 +90,16 @@ func (f *engineFlags) config() (engine.Config, error) {
 		MaxTimeout:     f.maxTimeout.d,
 		OutputCap:      int(f.outputCap),
 		Deps:           f.deps.config(),
-		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
+		Warm:           f.warmConfig(),
 	}, nil
+}
+
+func (f *engineFlags) warmConfig() engine.WarmConfig {
+	w := engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)}
+	if f.preloadAuto {
+		w.Auto = &engine.AutoPreload{}
+	}
+	return w
 }
 
 // checkWorkspace refuses a workspace (default: the current directory) that

@@ -104,6 +104,8 @@ type warmPool struct {
 	reasonsMu          sync.Mutex
 	reasons            map[string]uint64
 	retiredBroken      map[string]uint64 // zygotes retired because they could not serve on, by why
+
+	auto map[string]*adaptive // adaptive preload, per key (adaptive.go; mu)
 }
 
 // forcedWarm, when set (by tests), is the warm configuration of every engine
@@ -142,6 +144,10 @@ func newWarmPool(e *Engine) *warmPool {
 	}
 	if cfg.shortRun == 0 {
 		cfg.shortRun = shortRun
+	}
+	if cfg.Auto != nil {
+		a := cfg.Auto.withDefaults()
+		cfg.Auto = &a
 	}
 	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
@@ -193,6 +199,7 @@ func (w *warmPool) statsSnapshot() WarmStats {
 		s.Zygotes += len(l)
 	}
 	w.mu.Unlock()
+	s.Preload = w.preloadStats()
 	return s
 }
 
@@ -227,6 +234,7 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		broken: func(why string) {
 			w.broken(z, why)
 		},
+		imports: func(mods []string) { w.learn(z, p, mods) },
 	})
 	if err != nil {
 		// The request could not be sent: the zygote is gone (or going).
@@ -438,6 +446,14 @@ func (w *warmPool) startLocked(key string, p *prepared) *zygote {
 		}
 		w.retireLocked(lru)
 	}
+	return w.addLocked(key, p)
+}
+
+// addLocked starts one more zygote for p's key, beside the ones it has
+// (w.mu held): startLocked after making room, or an adaptive preload
+// replacement, which the key's older zygotes serve beside until it is
+// ready.
+func (w *warmPool) addLocked(key string, p *prepared) *zygote {
 	var ro []string
 	if p.sandbox != nil {
 		w.grants[key] = appendNew(w.grants[key], w.zygoteGrants(p.sandbox.ReadOnly)...)
@@ -456,7 +472,7 @@ func (w *warmPool) startLocked(key string, p *prepared) *zygote {
 		<-z.dead
 		w.mu.Lock()
 		w.removeLocked(z)
-		if z.err != nil && !z.retired {
+		if z.err != nil && !z.retired && !z.replacement {
 			w.failedAt[z.key] = time.Now()
 		}
 		w.mu.Unlock()
