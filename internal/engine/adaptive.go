@@ -55,6 +55,7 @@ type adaptive struct {
 	gen      int      // bumped whenever preload grows
 	cost     map[string]float64
 	excluded map[string]string
+	capped   map[string]bool // candidates waiting for room under MaxModules
 	rss      int64
 	starting *zygote // the replacement under way
 }
@@ -65,7 +66,7 @@ func (w *warmPool) autoLocked(key, interp string) *adaptive {
 	}
 	a := w.auto[key]
 	if a == nil {
-		a = &adaptive{interp: interp, cost: map[string]float64{}, excluded: map[string]string{}}
+		a = &adaptive{interp: interp, cost: map[string]float64{}, excluded: map[string]string{}, capped: map[string]bool{}}
 		w.auto[key] = a
 	}
 	return a
@@ -136,14 +137,35 @@ func (w *warmPool) learn(z *zygote, p *prepared, mods []string) {
 		}
 		add = append(add, m)
 	}
-	sort.Strings(add)
+	// In the order this run imported them: a module imported first is the
+	// one the code asked for; what follows it is often its dependencies,
+	// which it imports anyway once preloaded (and then no run reports).
+	pos := func(m string) int {
+		if i := slices.Index(mods, m); i >= 0 {
+			return i
+		}
+		return len(mods)
+	}
+	sort.Slice(add, func(i, j int) bool {
+		if pi, pj := pos(add[i]), pos(add[j]); pi != pj {
+			return pi < pj
+		}
+		return add[i] < add[j]
+	})
+	if len(add) > perReplacement {
+		add = add[:perReplacement]
+	}
 	for _, m := range add {
 		if len(a.preload) >= cfg.MaxModules {
-			a.excluded[m] = fmt.Sprintf("preload cap reached (%d modules)", cfg.MaxModules)
+			a.capped[m] = true // tried again when a slot frees up
 			continue
 		}
+		delete(a.capped, m)
 		a.preload = append(a.preload, m)
 	}
+	// Costliest first: what a costly module imports (a dependency that was
+	// preloaded on its own) then costs nothing and leaves the list.
+	sort.SliceStable(a.preload, func(i, j int) bool { return a.cost[a.preload[i]] > a.cost[a.preload[j]] })
 	if !slices.ContainsFunc(a.preload, func(m string) bool { return !slices.Contains(z.auto, m) }) {
 		return // z imports all that is wanted (after a failed replacement, perhaps not)
 	}
@@ -178,6 +200,11 @@ func (w *warmPool) replaced(a *adaptive, r *zygote) {
 		return
 	}
 	for m, ms := range r.costs {
+		if ms < 0 {
+			a.excluded[m] = "imported anyway by a module preloaded before it"
+			a.preload = slices.DeleteFunc(a.preload, func(x string) bool { return x == m })
+			continue
+		}
 		a.cost[m] = ms
 		if time.Duration(ms*float64(time.Millisecond)) < cfg.MinCost {
 			// Cheap: not worth a replacement's memory; r keeps it.
@@ -239,8 +266,12 @@ func firstLine(s string) string {
 	return s
 }
 
-// maxReportedModules bounds one run's report (driver.py's _MAX_REPORTED).
-const maxReportedModules = 16
+// maxReportedModules bounds one run's report (driver.py's _MAX_REPORTED),
+// and perReplacement how many modules one replacement adds.
+const (
+	maxReportedModules = 32
+	perReplacement     = 3
+)
 
 // preloadStats is PreloadStats now (nil when adaptive preload is off).
 func (w *warmPool) preloadStats() *PreloadStats {
@@ -270,6 +301,9 @@ func (w *warmPool) preloadStats() *PreloadStats {
 		}
 		for m, why := range a.excluded {
 			s.Excluded = append(s.Excluded, PreloadExclusion{Module: m, Reason: why})
+		}
+		for m := range a.capped {
+			s.Excluded = append(s.Excluded, PreloadExclusion{Module: m, Reason: fmt.Sprintf("waiting: the preload cap (%d modules) is reached", cfg.MaxModules)})
 		}
 		sort.Slice(s.Excluded, func(i, j int) bool { return s.Excluded[i].Module < s.Excluded[j].Module })
 		st.PerPython = append(st.PerPython, s)

@@ -37,9 +37,12 @@
 #                            *cgroup files, ruleset?, *extra files]
 #                            box = "ncgroup,ruleset,flags,cpu_seconds,clean,serial"
 #   G -> S (socketpair):     "T grace_ms clean serial" with SCM_RIGHTS [status];
-#                            or E (EOF); after the run, "I" and the new
-#                            top-level modules it imported from site dirs
-#                            (S passes them on, checked, before "exit")
+#                            or E (EOF)
+#   G -> S (shared memory):  after the run's code, "I" and the top-level
+#                            modules it imported from site dirs, in a page S
+#                            mapped before forking G (no descriptor the run
+#                            could see); S checks them and reports "imports"
+#                            before "exit"
 #   G -> zygote (pipe):      "T<pid>\n" a spare was taken (not for serial runs),
 #                            "E<pid>\n" EOF
 #   S -> zygote (pipe):      "D<pid>\n" what a run left could not be removed:
@@ -261,6 +264,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     st.clear()
     st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "handover": lambda: None})
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    _clear_report()
     gpid = os.fork()
     if gpid == 0:
         try:
@@ -317,8 +321,8 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             tree(signal.SIGKILL)  # leftovers (daemons, setsid grandchildren) end with the run
     signal.setitimer(signal.ITIMER_REAL, 0)
     handover()
-    imports = _read_imports(mine) if st["taken"] else None
     mine.close()
+    imports = _read_imports() if st["taken"] else None
     status = st["status"]
     if status < 0:
         return False  # a spare that never ran (EOF, or killed)
@@ -717,8 +721,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     if not serial:
         _note(os, notify_w, b"T%d\n" % sup_pid)  # the zygote forks the next spare
     os.close(notify_w)
-    global _REPORT_FD
-    _REPORT_FD = _report_fd(os, sup, len(extra))
+    sup.close()
     ctlsock.detach()
 
     cwd, path = os.fsdecode(f[1]), os.fsdecode(f[2])
@@ -739,11 +742,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     os.dup2(stderr, 2)
     for i, fd in enumerate(extra):
         os.dup2(fd, 3 + i)  # inheritable, as the launcher passes them
-    if _REPORT_FD >= 0:
-        os.closerange(3 + len(extra), _REPORT_FD)
-        os.closerange(_REPORT_FD + 1, 1 << 20)
-    else:
-        os.closerange(3 + len(extra), 1 << 20)
+    os.closerange(3 + len(extra), 1 << 20)
 
     # The environment, as execve would have set it.
     environb = os.environb
@@ -833,7 +832,7 @@ def _rehearse():
 
 
 _hidden = []
-_REPORT_FD = -1  # G's end of the socketpair to S, kept through the run for the imports report
+_REPORT = None  # the page G reports its imports in (S's; see _clear_report)
 _SITE_DIRS = ()  # the zygote's sys.path directories that are not the standard library
 _FORK_SERVER_PIDS = []  # the zygote's pid and threads (set before READY)
 _SERIAL = False  # it serves one run at a time (argv[3] == "serial")
@@ -1016,7 +1015,7 @@ def _flush_std():
 # Top-level packages whose cost is mostly in a submodule that every user
 # imports by name: that submodule is reported (and preloaded) instead.
 _ENTRY_POINTS = ("matplotlib.pyplot", "seaborn", "plotly.express", "scipy.stats", "scipy.optimize", "scipy.sparse")
-_MAX_REPORTED = 16
+_MAX_REPORTED = 32
 
 
 def _auto_preload(auto, send):
@@ -1030,6 +1029,9 @@ def _auto_preload(auto, send):
 
     costs = []
     for m in auto:
+        if m in sys.modules:  # an earlier one imported it: it costs nothing here
+            costs.append((m, -1.0))
+            continue
         t0 = time.perf_counter()
         try:
             __import__(m)
@@ -1069,35 +1071,28 @@ def _site_dirs(keep):
     _SITE_DIRS = tuple(out)
 
 
-def _report_fd(os, sup, nextra):
-    """Move G's end of the socketpair to S to a high descriptor the run does
-    not inherit (cold runs have none there either), for _report_imports;
-    -1 when there is nothing to report to."""
+def _clear_report():
+    """S: the shared page its next G reports in (made once per S, before
+    the first fork, so every G it forks shares it), emptied."""
+    global _REPORT
     if not _SITE_DIRS:
-        sup.close()
-        return -1
-    import resource
+        return
+    if _REPORT is None:
+        try:
+            import mmap
 
-    fd = sup.detach()
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        high = (min(soft, 1024) if soft > 0 else 1024) - 1
-        if high <= 3 + nextra + 2:
-            raise OSError("no room")
-        os.dup2(fd, high, inheritable=False)
-    except (OSError, ValueError):
-        os.close(fd)
-        return -1
-    os.close(fd)
-    return high
+            _REPORT = mmap.mmap(-1, 4096)  # MAP_SHARED | MAP_ANONYMOUS
+        except (ImportError, OSError, ValueError):
+            return
+    _REPORT[:2] = b"\0\0"
 
 
 def _report_imports(os):
     """After the run's code: tell S which top-level modules the run imported
     from the site dirs (what a later zygote could preload). S checks it (the
     run could have written anything there)."""
-    fd = _REPORT_FD
-    if fd < 0:
+    page = _REPORT
+    if page is None:
         return
     try:
         names = []
@@ -1116,22 +1111,19 @@ def _report_imports(os):
             if len(names) >= _MAX_REPORTED:
                 break
         if names:
-            os.write(fd, b"I " + " ".join(names).encode("ascii", "replace"))
+            msg = (b"I " + " ".join(names).encode("ascii", "replace"))[:len(page) - 1]
+            page[:len(msg) + 1] = msg + b"\0"
     except BaseException:  # noqa: BLE001 - only an optimisation
         pass
-    try:
-        os.close(fd)
-    except OSError:
-        pass
 
 
-def _read_imports(mine):
-    """S: the run's imports report, if G sent one (it is dead by now: the
-    message waits in the socket), keeping only plausible module names."""
-    try:
-        msg = mine.recv(4096)
-    except OSError:
+def _read_imports():
+    """S: the run's imports report, if G wrote one (it is dead by now),
+    keeping only plausible module names (the run could have written
+    anything there)."""
+    if _REPORT is None:
         return None
+    msg = _REPORT[:].partition(b"\0")[0]
     if msg[:2] != b"I ":
         return None
     out = []
