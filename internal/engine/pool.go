@@ -318,15 +318,19 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 		}
 		freed := w.freed
 		w.mu.Unlock()
-		if starting == nil && busy {
+		if busy && (shortBusy || starting == nil) {
 			// Every warm interpreter of the key is running a run. When one
 			// of those runs is short so far, one is usually free again
 			// within milliseconds, far sooner than a cold start would
 			// finish (and a cold start would take the CPU the warm runs
-			// are using): wait for one, a while. Behind long runs, start
-			// cold at once.
+			// are using): wait for one, or for the one starting, a while.
+			// Behind long runs, start cold at once.
 			if !shortBusy {
 				return nil, "warm interpreters busy with long runs"
+			}
+			var ready, dead <-chan struct{}
+			if starting != nil {
+				ready, dead = starting.ready, starting.dead
 			}
 			if busyUntil.IsZero() {
 				busyUntil = time.Now().Add(w.cfg.busyWait)
@@ -341,6 +345,8 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 			t := time.NewTimer(left)
 			select {
 			case <-freed:
+			case <-ready:
+			case <-dead:
 			case <-t.C:
 			}
 			t.Stop()
