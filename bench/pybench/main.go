@@ -58,15 +58,16 @@ func main() {
 	heavy := flag.String("heavy", "sympy", "a heavy installed module for the preload rows (skipped if not importable)")
 	quick := flag.Bool("quick", false, "only rows a0, a, c, d and e (for iterating)")
 	peer := flag.Bool("peer", true, "measure the peer row (a minimal Python MCP server; needs uv and the `mcp` package)")
+	libs := flag.Bool("libs", true, "measure the pandas and matplotlib rows (run_python with dependencies: uv installs them from the package registry once)")
 	dir := flag.String("dir", "", "where the benchmark's workspace and state dirs are made (default: beside pyexec's default state dir, on the filesystem a server uses)")
 	flag.Parse()
-	if err := run(*n, *nSlow, *heavy, *quick, *peer, *dir); err != nil {
+	if err := run(*n, *nSlow, *heavy, *quick, *peer, *libs, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "pybench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, nSlow int, heavy string, quick, peer bool, dir string) error {
+func run(n, nSlow int, heavy string, quick, peer, libs bool, dir string) error {
 	ctx := context.Background()
 	if dir == "" {
 		// Where a server keeps its state by default: what a run's temp dir
@@ -147,6 +148,16 @@ func run(n, nSlow int, heavy string, quick, peer bool, dir string) error {
 		}
 	}
 	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE), default sandbox", samples: sample(n, engineRun(coldEng, print1))})
+	if !quick {
+		// pyexec's own share of a cold run: the same with the clean
+		// interpreter, whose start is row (a).
+		cleanEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-clean"), Python: clean})
+		if err != nil {
+			return err
+		}
+		defer cleanEng.Close()
+		add(&row{id: "c2", name: "engine, cold, default sandbox, the clean interpreter (`--python` a fresh venv)", samples: sample(n, engineRun(cleanEng, print1))})
+	}
 	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Warm: engine.WarmConfig{Spares: 2}})
 	if err != nil {
 		return err
@@ -232,8 +243,25 @@ func run(n, nSlow int, heavy string, quick, peer bool, dir string) error {
 			return fmt.Errorf("mcp (--warm 0): %w", err)
 		}
 		add(e0)
+		e1, err := mcpCold(ctx, bin, ws, filepath.Join(tmp, "state-mcp1"), max(n/2, 50), "--python", clean)
+		if err != nil {
+			return fmt.Errorf("mcp (--warm 0 --python clean): %w", err)
+		}
+		e1.id, e1.name = "e1", "`run_python` print(1) via `pyexec mcp --warm 0 --python CLEAN` (every run cold, the clean interpreter) over stdio"
+		add(e1)
 		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
 		add(g)
+	}
+	var mem string
+	if libs && !quick {
+		rs, m, err := libRows(ctx, bin, ws, tmp, max(nSlow, 20))
+		if err != nil {
+			return fmt.Errorf("library rows: %w", err)
+		}
+		for _, r := range rs {
+			add(r)
+		}
+		mem = m
 	}
 	if peer {
 		add(peerRow(ctx, py, ws, tmp, max(n/2, 50)))
@@ -267,8 +295,11 @@ func run(n, nSlow int, heavy string, quick, peer bool, dir string) error {
 		perSec(a.samples), perSec(c.samples), perSec(d.samples), perSec(d.samples)/perSec(c.samples), perSec(d.samples)/perSec(a.samples), perSec(e.samples))
 	fmt.Printf("Server RSS (pyexec mcp, /proc/PID/status): idle %.1f MB; during a 200 MB stdout flood peak VmRSS %.1f MB (growth %.1f MB), VmHWM %.1f MB; flood call took %s and returned %d bytes inline of %d.\n",
 		mb(rss.idle), mb(rss.peak), mb(rss.peak-rss.idle), mb(rss.hwm), rss.floodTime.Round(time.Millisecond), rss.inline, rss.total)
+	if mem != "" {
+		fmt.Println(mem)
+	}
 	fmt.Println()
-	fmt.Println("Targets: (e) <= 0.25x (a); (d) <= 3 ms; warm throughput >= 10x cold; idle RSS <= 40 MB; flood growth <= 32 MB.")
+	fmt.Println("Targets (ratios to (a), the clean interpreter): (e) <= 0.25x; (e0) <= 1.3x; (q) <= 15 ms; (r) <= 30 ms; (g) <= 40 ms; warm sequential throughput >= 600 runs/s.")
 	return nil
 }
 
@@ -560,8 +591,8 @@ func kernel() string {
 
 // mcpCold measures (e0): run_python against `pyexec mcp --warm 0`, every
 // run a fresh interpreter.
-func mcpCold(ctx context.Context, bin, ws, state string, n int) (*row, error) {
-	cmd := exec.Command(bin, "mcp", "--warm", "0", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+func mcpCold(ctx context.Context, bin, ws, state string, n int, extra ...string) (*row, error) {
+	cmd := exec.Command(bin, append([]string{"mcp", "--warm", "0", "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, extra...)...)
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -690,4 +721,115 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// libRows measures what agents run: a pandas snippet and a matplotlib plot
+// through run_python with dependencies (one uv environment each, built by
+// the first call), third and later calls, against `pyexec mcp` with default
+// flags (adaptive preload on) and with --preload-auto=false (every call
+// imports the library, as in every peer). It also reports the memory of the
+// fork servers that preloaded pandas.
+func libRows(ctx context.Context, bin, ws, tmp string, n int) ([]*row, string, error) {
+	pandas := map[string]any{"code": "import pandas as pd; print(pd.DataFrame({'a':[1]}).a.sum())", "dependencies": []any{"pandas"}}
+	plot := map[string]any{"code": "import matplotlib.pyplot as plt; plt.plot([1,2]); plt.savefig('p.png')", "dependencies": []any{"matplotlib"}}
+	var rows []*row
+	mem := ""
+	for _, auto := range []bool{false, true} {
+		state := filepath.Join(tmp, fmt.Sprintf("state-libs-%v", auto))
+		cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn", fmt.Sprintf("--preload-auto=%v", auto))
+		cmd.Stderr = os.Stderr
+		client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		pid := cmd.Process.Pid
+		for _, lib := range []struct {
+			id, name string
+			args     map[string]any
+		}{{"q", "`import pandas as pd; print(pd.DataFrame({'a':[1]}).a.sum())`", pandas}, {"r", "`import matplotlib.pyplot as plt; plt.plot([1,2]); plt.savefig('p.png')`", plot}} {
+			call := func() error {
+				res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: lib.args})
+				if err == nil && res.IsError {
+					err = fmt.Errorf("tool error: %v", res.Content)
+				}
+				return err
+			}
+			// The first calls build the environment and, with adaptive
+			// preload, start the fork server that has the library imported:
+			// "third and later calls", once it serves.
+			for i := 0; i < 2; i++ {
+				if err := call(); err != nil {
+					sess.Close()
+					return nil, "", err
+				}
+			}
+			if auto {
+				for i := 0; i < 40; i++ {
+					t0 := time.Now()
+					if err := call(); err != nil {
+						sess.Close()
+						return nil, "", err
+					}
+					if time.Since(t0) < 60*time.Millisecond {
+						break
+					}
+					time.Sleep(250 * time.Millisecond) // the replacement imports in the background
+				}
+			}
+			r := &row{id: lib.id + "0", name: lib.name + " via `pyexec mcp --preload-auto=false`, dependencies (third and later calls)"}
+			if auto {
+				r.id, r.name = lib.id, lib.name+" via `pyexec mcp` (default flags: adaptive preload), dependencies (third and later calls)"
+			}
+			r.samples = sample(n, call)
+			rows = append(rows, r)
+		}
+		if auto {
+			mem = forkServerMemory(pid, state)
+		}
+		sess.Close()
+	}
+	return rows, mem, nil
+}
+
+// forkServerMemory describes the server's RSS and each fork server's
+// resident and private memory (/proc/PID/smaps_rollup).
+func forkServerMemory(server int, state string) string {
+	var parts []string
+	for _, pid := range processesWith(filepath.Join(state, "warm", "driver-")) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if pp, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid)); strings.Contains(string(pp), "driver-") {
+			continue // a fork (spare or supervisor), not a fork server
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		preload := ""
+		if len(args) > 4 {
+			preload = args[4]
+		}
+		parts = append(parts, fmt.Sprintf("fork server %d (preload %q): RSS %.1f MB, private %.1f MB", pid, preload, mb(smaps(pid, "Rss")), mb(smaps(pid, "Private_Clean")+smaps(pid, "Private_Dirty"))))
+	}
+	return fmt.Sprintf("Memory with adaptive preload (after rows q and r): server VmRSS %.1f MB; %s.", mb(procStatus(server, "VmRSS")), strings.Join(parts, "; "))
+}
+
+func smaps(pid int, key string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
