@@ -62,6 +62,6 @@ type InterpreterPreloadStat struct {
 
 // PreloadExclusion is a module adaptive preload will not preload.
 type PreloadExclusion struct {
-	Module string `json:"module"`
-	Reason string `json:"reason"`
+	Module string `json:"module" jsonschema:"The module (a top-level name, or an entry point like matplotlib.pyplot)."`
+	Reason string `json:"reason" jsonschema:"Why it is not preloaded (fails to import, starts threads at import, unsafe to fork, cheaper than the threshold, over the memory budget, or waiting for room under the cap)."`
 }
