@@ -58,10 +58,17 @@ func main() {
 	heavy := flag.String("heavy", "sympy", "a heavy installed module for the preload rows (skipped if not importable)")
 	quick := flag.Bool("quick", false, "only rows a0, a, c, d and e (for iterating)")
 	peer := flag.Bool("peer", true, "measure the peer row (a minimal Python MCP server; needs uv and the `mcp` package)")
+	libsOnly := flag.Bool("libs-only", false, "only the baselines and the pandas and matplotlib rows (for iterating)")
 	libs := flag.Bool("libs", true, "measure the pandas and matplotlib rows (run_python with dependencies: uv installs them from the package registry once)")
 	dir := flag.String("dir", "", "where the benchmark's workspace and state dirs are made (default: beside pyexec's default state dir, on the filesystem a server uses)")
 	flag.Parse()
-	if err := run(*n, *nSlow, *heavy, *quick, *peer, *libs, *dir); err != nil {
+	var err error
+	if *libsOnly {
+		err = runLibsOnly(*n, *nSlow, *dir)
+	} else {
+		err = run(*n, *nSlow, *heavy, *quick, *peer, *libs, *dir)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "pybench:", err)
 		os.Exit(1)
 	}
@@ -832,4 +839,49 @@ func smaps(pid int, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// runLibsOnly prints the baselines and the library rows only.
+func runLibsOnly(n, nSlow int, dir string) error {
+	ctx := context.Background()
+	if dir == "" {
+		dir = filepath.Dir(engine.DefaultStateDir())
+	}
+	tmp, err := os.MkdirTemp(dir, "pybench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	ws := filepath.Join(tmp, "ws")
+	os.MkdirAll(ws, 0o755)
+	eng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state")})
+	if err != nil {
+		return err
+	}
+	interp, err := eng.DefaultInterpreter(ctx)
+	eng.Close()
+	if err != nil {
+		return err
+	}
+	clean, err := cleanPython(interp.Path, filepath.Join(tmp, "clean-venv"))
+	if err != nil {
+		return err
+	}
+	a0 := &row{id: "a0", name: "`python -c pass`, the default interpreter", samples: sample(n, func() error { return exec.Command(interp.Path, "-c", "pass").Run() })}
+	a := &row{id: "a", name: "`python -c pass`, a clean interpreter", samples: sample(n, func() error { return exec.Command(clean, "-c", "pass").Run() })}
+	bin := filepath.Join(tmp, "pyexec")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/pyexec").CombinedOutput(); err != nil {
+		return fmt.Errorf("build pyexec: %v: %s", err, out)
+	}
+	rs, mem, err := libRows(ctx, bin, ws, tmp, max(nSlow, 20))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("load average %s\n\n| row | what | n | median | p95 | median / (a) clean | median / (a0) default |\n|---|---|---:|---:|---:|---:|---:|\n", loadavg())
+	for _, r := range append([]*row{a0, a}, rs...) {
+		m := median(r.samples)
+		fmt.Printf("| %s | %s | %d | %s | %s | %.3fx | %.3fx |\n", r.id, r.name, len(r.samples), ms(m), ms(pct(r.samples, 95)), float64(m)/float64(median(a.samples)), float64(m)/float64(median(a0.samples)))
+	}
+	fmt.Println(mem)
+	return nil
 }

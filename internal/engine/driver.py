@@ -1088,30 +1088,41 @@ def _clear_report():
 
 
 def _report_imports(os):
-    """After the run's code: tell S which top-level modules the run imported
-    from the site dirs (what a later zygote could preload). S checks it (the
-    run could have written anything there)."""
+    """After the run's code: tell S which modules the run imported from the
+    site dirs (what a later zygote could preload): new top-level modules
+    first, then submodules that packages the zygote has imported load lazily
+    (matplotlib's Agg backend at the first figure). S checks it (the run
+    could have written anything there)."""
     page = _REPORT
     if page is None:
         return
     try:
-        names = []
+        names, lazy = [], []
         mods = sys.modules
         for name in list(mods):
-            if "." in name or name.startswith("_") or name in _inherited:
+            if name.startswith("_") or name in _inherited:
                 continue
+            top, dot, _ = name.partition(".")
+            if dot:
+                parent = name.rpartition(".")[0]
+                if top not in _inherited or parent not in _inherited or "._" in name:
+                    continue
             m = mods.get(name)
             origin = getattr(m, "__file__", None)
             if not isinstance(origin, str) or not origin.startswith(_SITE_DIRS):
+                continue
+            if dot:
+                lazy.append(name)
                 continue
             for ep in _ENTRY_POINTS:
                 if ep.startswith(name + ".") and ep in mods:
                     name = ep
             names.append(name)
-            if len(names) >= _MAX_REPORTED:
-                break
+        names = (names + lazy)[:_MAX_REPORTED]
         if names:
-            msg = (b"I " + " ".join(names).encode("ascii", "replace"))[:len(page) - 1]
+            msg = b"I " + " ".join(names).encode("ascii", "replace")
+            if len(msg) >= len(page):
+                msg = msg[:msg.rfind(b" ", 0, len(page) - 1)]
             page[:len(msg) + 1] = msg + b"\0"
     except BaseException:  # noqa: BLE001 - only an optimisation
         pass
