@@ -1088,37 +1088,30 @@ def _clear_report():
 
 
 def _report_imports(os):
-    """After the run's code: tell S which modules the run imported from the
-    site dirs (what a later zygote could preload): new top-level modules
-    first, then submodules that packages the zygote has imported load lazily
-    (matplotlib's Agg backend at the first figure). S checks it (the run
-    could have written anything there)."""
+    """After the run's code: tell S which top-level modules the run imported
+    from the site dirs (what a later zygote could preload). S checks it (the
+    run could have written anything there). Submodules that preloaded
+    packages import lazily are not reported: they are mostly cheap, and each
+    replacement re-imports everything in the background."""
     page = _REPORT
     if page is None:
         return
     try:
-        names, lazy = [], []
+        names = []
         mods = sys.modules
         for name in list(mods):
-            if name.startswith("_") or name in _inherited:
+            if "." in name or name.startswith("_") or name in _inherited:
                 continue
-            top, dot, _ = name.partition(".")
-            if dot:
-                parent = name.rpartition(".")[0]
-                if top not in _inherited or parent not in _inherited or "._" in name:
-                    continue
             m = mods.get(name)
             origin = getattr(m, "__file__", None)
             if not isinstance(origin, str) or not origin.startswith(_SITE_DIRS):
-                continue
-            if dot:
-                lazy.append(name)
                 continue
             for ep in _ENTRY_POINTS:
                 if ep.startswith(name + ".") and ep in mods:
                     name = ep
             names.append(name)
-        names = (names + lazy)[:_MAX_REPORTED]
+            if len(names) >= _MAX_REPORTED:
+                break
         if names:
             msg = b"I " + " ".join(names).encode("ascii", "replace")
             if len(msg) >= len(page):
