@@ -56,7 +56,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir)}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir, tmpRoot(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
