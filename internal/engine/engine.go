@@ -128,6 +128,7 @@ type prepared struct {
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
+	dedicated  bool       // a session: its warm interpreter serves nothing else (Extras.Dedicated)
 
 	sandbox      *sandbox.Spec
 	sandboxNotes []string
@@ -216,7 +217,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
-		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
+		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes, dedicated: x.Dedicated,
 	}, nil
 }
 
