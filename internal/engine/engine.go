@@ -28,6 +28,7 @@ type Engine struct {
 	warm    *warmPool      // nil when warm interpreters are off (pool.go)
 	tmp     *tmpDirs       // the runs' temp dirs (tmpdirs.go)
 	runAs   runAsCache     // recent run-as choices (sandbox.go)
+	live    sessionSet     // session interpreters (session_linux.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -62,6 +63,7 @@ func New(cfg Config) (*Engine, error) {
 // first run has started. It stops the warm interpreters (runs still in
 // flight on them are killed). The engine must not be used afterwards.
 func (e *Engine) Close() error {
+	e.live.killAll()
 	e.closeWarm()
 	e.tmp.close()
 	e.envs.Wait()

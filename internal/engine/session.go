@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"sync"
+)
 
 // CellError is an exception that ended a cell (not the session).
 type CellError struct {
@@ -32,3 +35,41 @@ type CellResult struct {
 // ErrSessionEnded says the session's interpreter is gone; SessionProcess.End
 // says why.
 var ErrSessionEnded = errors.New("the session's interpreter has ended")
+
+// sessionSet is the engine's live session interpreters, so that Close ends
+// them: a session never outlives its engine.
+type sessionSet struct {
+	mu   sync.Mutex
+	live map[*SessionProcess]struct{}
+}
+
+func (s *sessionSet) add(p *SessionProcess) {
+	s.mu.Lock()
+	if s.live == nil {
+		s.live = map[*SessionProcess]struct{}{}
+	}
+	s.live[p] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *sessionSet) remove(p *SessionProcess) {
+	s.mu.Lock()
+	delete(s.live, p)
+	s.mu.Unlock()
+}
+
+// killAll ends every live session and waits until each is gone.
+func (s *sessionSet) killAll() {
+	s.mu.Lock()
+	var all []*SessionProcess
+	for p := range s.live {
+		all = append(all, p)
+	}
+	s.mu.Unlock()
+	for _, p := range all {
+		p.Kill("server_shutdown")
+	}
+	for _, p := range all {
+		<-p.Done()
+	}
+}

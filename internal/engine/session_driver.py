@@ -76,6 +76,7 @@ def _main():
     os.set_inheritable(saved_out, False)
     os.set_inheritable(saved_err, False)
     signal.signal(signal.SIGINT, on_int)
+    me = os.getpid()
     v = sys.version_info
     send({"kind": "ready", "pid": os.getpid(), "python": "%d.%d.%d" % (v[0], v[1], v[2])})
 
@@ -147,6 +148,20 @@ def _main():
             sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
             del e, tb
         state["in_cell"] = False
+        if os.getpid() != me:
+            # A process the cell forked (os.fork) came back here: it ends as
+            # a forked child does, and never talks to the server.
+            if reply["error"] is not None:
+                try:
+                    sys.stderr.write(reply["error"]["traceback"])
+                except BaseException:  # noqa: BLE001
+                    pass
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except BaseException:  # noqa: BLE001
+                    pass
+            os._exit(code if exited else (1 if reply["error"] else 0))
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()

@@ -97,8 +97,10 @@ func (e *Engine) StartSession(ctx context.Context, req Request, lifetime time.Du
 		default:
 		}
 	}}
+	e.live.add(sp)
 	go func() {
 		defer close(sp.done)
+		defer e.live.remove(sp)
 		res, err := e.RunWith(runCtx, req, obs, Extras{Timeout: lifetime, ExtraFiles: []*os.File{theirs}, Dedicated: true})
 		theirs.Close()
 		sp.final, sp.finalErr = res, err

@@ -141,3 +141,17 @@ func TestSessionMemoryLimit(t *testing.T) {
 		t.Fatalf("limit exceeded %q (exit %d, stderr %q)", res.LimitExceeded, res.ExitCode, res.Stderr)
 	}
 }
+
+// A process a cell forks never comes back to the driver's loop: the server
+// hears one answer per cell, and the session goes on.
+func TestSessionForkedChildStaysOut(t *testing.T) {
+	e, _ := newTestEngine(t)
+	sp := startSession(t, e, Request{})
+	res := cell(t, sp, 1, "import os\npid = os.fork()\nif pid == 0:\n    raise ValueError('child')\nos.waitpid(pid, 0)[1] >> 8")
+	if res.Result == nil || *res.Result != "1" || !strings.Contains(res.Stderr, "ValueError: child") {
+		t.Fatalf("fork cell: %+v", res)
+	}
+	if r := cell(t, sp, 2, "'still here'"); r.Result == nil || *r.Result != "'still here'" {
+		t.Fatalf("after fork: %+v", r)
+	}
+}

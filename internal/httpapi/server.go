@@ -96,9 +96,10 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
-	adm     *admitted            // admission and metrics of sync runs
-	ex      executor.Executor    // what every front end here calls (adm, or admittedJobs)
-	jx      executor.JobExecutor // ex when the executor runs background jobs, else nil
+	adm     *admitted                // admission and metrics of sync runs
+	ex      executor.Executor        // what every front end here calls (adm, or admittedJobs)
+	jx      executor.JobExecutor     // ex when the executor runs background jobs, else nil
+	sx      executor.SessionExecutor // the executor's sessions, else nil
 	m       *metrics
 	runs    *ui.RunLog // recent sync runs, for the audit page
 	mcp     *mcp.Server
@@ -165,6 +166,12 @@ func NewServer(opts Options) (*Server, error) {
 	case opts.BodyBudget > 0:
 		s.bodies = &bodyBudget{limit: max(opts.BodyBudget, s.batchBodyLimit)}
 	}
+	if sx, ok := opts.Executor.(executor.SessionExecutor); ok {
+		// Sessions bypass the run admission limit (a cell is not a new
+		// process; the sessions' own cap applies).
+		s.sx = sx
+		s.ex = withSessions(s.ex, sx)
+	}
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
 	var store executor.Scripts // stays a nil interface without a store
 	if opts.Scripts != nil {
@@ -217,6 +224,9 @@ func (s *Server) routes() http.Handler {
 	s.uiRoutes(handle)
 	if s.opts.Scripts != nil {
 		s.scriptRoutes(handle) // scripts.go
+	}
+	if s.sx != nil {
+		s.sessionRoutes(handle) // sessions.go
 	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
