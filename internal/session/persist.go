@@ -31,8 +31,8 @@ func (m *Manager) recordPath() string {
 // the restart report.
 func (m *Manager) persistLocked() {
 	path := m.recordPath()
-	if path == "" {
-		return
+	if path == "" || m.closed {
+		return // at shutdown the record stays: the next server reports them
 	}
 	recs := []record{}
 	for _, s := range m.sessions {
