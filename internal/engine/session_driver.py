@@ -5,8 +5,8 @@
 # 4-byte big-endian length and a JSON object.
 #
 #   driver -> server, once:  {"kind": "ready", "pid": PID, "python": VERSION}
-#   server -> driver:        {"op": "cell", "n": N, "code": SOURCE}
-#                            with SCM_RIGHTS [stdout, stderr] on its first
+#   server -> driver:        b"C" N b"\n" SOURCE (UTF-8), a cell, with
+#                            SCM_RIGHTS [stdout, stderr] on its first
 #                            bytes: the cell's own output pipes
 #   driver -> server:        {"kind": "done", "n": N, "result": REPR|null,
 #                             "error": {ename, evalue, traceback}|null,
@@ -30,15 +30,36 @@ _DRIVER = __file__
 _CTL = 3
 _MAX_REPR = 1 << 20
 
+# Only built-in modules at startup: a session starts in the time a fork
+# takes, not in the time json, ast and traceback take to import (30 ms on
+# a loaded machine). Replies are encoded by _dumps; traceback is imported
+# on a cell's first error.
+_ESCAPES = {i: "\\u%04x" % i for i in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def _dumps(v):
+    """JSON for the reply's values: None, bools, ints, strings, dicts."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.translate(_ESCAPES) + '"'
+    return "{" + ",".join(_dumps(k) + ":" + _dumps(x) for k, x in v.items()) + "}"
+
 
 def _main():
     import _socket
-    import json
-    import signal
-    import linecache
-    import traceback
+    import _signal
+    import _ast
     import builtins
-    import ast
+
+    sources = {}  # cell name -> source, for tracebacks (linecache)
 
     ctl = _socket.socket(fileno=_CTL)
     os.set_inheritable(_CTL, False)
@@ -49,7 +70,7 @@ def _main():
             raise KeyboardInterrupt
 
     def send(obj):
-        data = json.dumps(obj).encode()
+        data = _dumps(obj).encode("utf-8", "replace")
         ctl.sendall(len(data).to_bytes(4, "big") + data)
 
     def recv_exact(n, fds):
@@ -75,7 +96,7 @@ def _main():
     saved_out, saved_err = os.dup(1), os.dup(2)
     os.set_inheritable(saved_out, False)
     os.set_inheritable(saved_err, False)
-    signal.signal(signal.SIGINT, on_int)
+    _signal.signal(_signal.SIGINT, on_int)
     me = os.getpid()
     v = sys.version_info
     send({"kind": "ready", "pid": os.getpid(), "python": "%d.%d.%d" % (v[0], v[1], v[2])})
@@ -88,27 +109,30 @@ def _main():
         body = recv_exact(int.from_bytes(head, "big"), None)
         if body is None:
             os._exit(0)
-        msg = json.loads(body)
-        if msg.get("op") != "cell" or len(fds) < 2:
+        head, _, code = body.partition(b"\n")
+        if head[:1] != b"C" or not head[1:].isdigit() or len(fds) < 2:
             for fd in fds:
                 os.close(fd)
             continue
-        n, source = msg["n"], msg["code"]
+        n, source = int(head[1:]), code.decode("utf-8", "surrogateescape")
         name = "<cell %d>" % n
-        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        sources[name] = source
+        lc = sys.modules.get("linecache")
+        if lc is not None:
+            lc.cache[name] = (len(source), None, source.splitlines(True), name)
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
         for fd in fds:
             os.close(fd)
-        signal.signal(signal.SIGINT, on_int)
+        _signal.signal(_signal.SIGINT, on_int)
         reply = {"kind": "done", "n": n, "result": None, "error": None, "interrupted": False}
         exited, code = False, 0
         try:
             state["in_cell"] = True
-            tree = ast.parse(source, name, "exec")
+            tree = compile(source, name, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
             last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
+            if tree.body and isinstance(tree.body[-1], _ast.Expr):
+                last = _ast.Expression(tree.body.pop().value)
             exec(compile(tree, name, "exec", dont_inherit=True), main.__dict__)
             if last is not None:
                 value = eval(compile(last, name, "eval", dont_inherit=True), main.__dict__)
@@ -142,7 +166,15 @@ def _main():
             tb = e.__traceback__
             while tb is not None and tb.tb_frame.f_code.co_filename == _DRIVER:
                 tb = tb.tb_next
-            lines = traceback.format_exception(type(e), e, tb)
+            import traceback
+            import linecache
+
+            for k, src in sources.items():
+                linecache.cache[k] = (len(src), None, src.splitlines(True), k)
+            try:
+                lines = traceback.format_exception(type(e), e, tb)
+            except BaseException as e2:  # noqa: BLE001 - a broken exception still ends the cell
+                lines = ["%s: %s (and formatting its traceback failed: %r)\n" % (type(e).__name__, e, e2)]
             reply["error"] = {"ename": type(e).__name__, "evalue": str(e), "traceback": "".join(lines)}
             reply["interrupted"] = isinstance(e, KeyboardInterrupt)
             sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb

@@ -287,7 +287,7 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 		outW.Close()
 		return CellResult{}, fmt.Errorf("cell stderr pipe: %w", err)
 	}
-	body, _ := json.Marshal(map[string]any{"op": "cell", "n": n, "code": code})
+	body := append([]byte("C"+strconv.Itoa(n)+"\n"), code...)
 	var head [4]byte
 	binary.BigEndian.PutUint32(head[:], uint32(len(body)))
 	start := time.Now()
