@@ -113,7 +113,7 @@ func run(n, nCreate, idle int, pandas bool) error {
 		c0 = c1
 	}
 
-	add(&row{id: "r1", name: "`run_python` `x = 1; x` (plain warm run) over MCP stdio", samples: sample(n, func() error {
+	r1 := add(&row{id: "r1", name: "`run_python` `x = 1; x` (plain warm run) over MCP stdio", samples: sample(n, func() error {
 		out, err := call("run_python", map[string]any{"code": "x = 1; print(x)"})
 		return want(out, err, "stdout", "1\n")
 	})})
@@ -229,7 +229,7 @@ func run(n, nCreate, idle int, pandas bool) error {
 	fmt.Println()
 	fmt.Printf("- trivial cell: %.2fx clean python (target <= 0.3x, stretch 0.2x)\n", float64(median(s1.samples))/float64(median(c0.samples)))
 	fmt.Printf("- session start, server side: %s with a ready fork server, %s back to back (target <= 20 ms); plain warm run r1 %s in the same run\n",
-		ms(median(s2.samples)), ms(median(s3.samples)), ms(median(rows[2].samples)))
+		ms(median(s2.samples)), ms(median(s3.samples)), ms(median(r1.samples)))
 	if len(priv) > 0 {
 		fmt.Printf("- idle session interpreter, private memory (smaps_rollup Private_Clean+Private_Dirty): median %.1f MB, max %.1f MB over %d sessions (target <= 8 MB beyond its fork server)\n",
 			mb(priv[len(priv)/2]), mb(priv[len(priv)-1]), len(priv))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/launcher"
@@ -197,4 +198,42 @@ func processesWith(marker string) []string {
 		}
 	}
 	return out
+}
+
+// The hostile corpus inside a session: a fork bomb hits the session's own
+// process limit and a memory bomb its memory limit; the other session and
+// the server are unharmed.
+func TestSessionHostile(t *testing.T) {
+	m, _ := newManager(t, Config{InterruptGrace: 500 * time.Millisecond})
+	if !m.eng.Capabilities().Cgroup.Available {
+		t.Skip("no cgroups")
+	}
+	runCell(t, m, "bystander", "v = 'alive'")
+	lim := Settings{Limits: &sandbox.Limits{MaxProcs: 32, MemoryBytes: 200 << 20}}
+	if _, err := m.Create(context.Background(), CreateRequest{Session: "bomb", Settings: lim}); err != nil {
+		t.Fatal(err)
+	}
+	// A fork bomb that swallows every error never ends by itself and is
+	// held at the process limit. The timeout's KeyboardInterrupt either
+	// stops the cell (it can land outside the try) or, swallowed, costs
+	// the session; never the server or another session.
+	r, err := m.Run(context.Background(), RunRequest{Session: "bomb", Timeout: 2, Code: "import os\nwhile True:\n    try:\n        os.fork()\n    except BaseException:\n        pass"})
+	if err != nil || !r.TimedOut || !(r.Status == StatusLost && r.LostReason == "timeout" || r.Status == StatusIdle && r.Interrupted) {
+		t.Fatalf("fork bomb: %+v %v", r, err)
+	}
+	if r.Status == StatusIdle {
+		if _, err := m.Close(context.Background(), "bomb"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Create(context.Background(), CreateRequest{Session: "bomb2", Settings: lim}); err != nil {
+		t.Fatal(err)
+	}
+	r = runCell(t, m, "bomb2", "chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))")
+	if r.Status != StatusLost || r.LostReason != "memory" || !strings.Contains(r.LostDetail, "peak memory") {
+		t.Fatalf("memory bomb: %+v", r)
+	}
+	if r := runCell(t, m, "bystander", "v"); r.Result == nil || *r.Result != "'alive'" {
+		t.Fatalf("bystander: %+v", r)
+	}
 }
