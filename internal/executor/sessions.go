@@ -2,10 +2,13 @@ package executor
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/session"
 )
 
@@ -24,6 +27,9 @@ type SessionExecutor interface {
 	SessionClose(ctx context.Context, name string) (session.Info, error)
 	SessionReset(ctx context.Context, name string) (session.Info, error)
 	SessionInterrupt(ctx context.Context, name string) (session.Info, error)
+	// SessionExport writes the session's history as a Jupyter notebook at
+	// path in the workspace (relative to the session's cwd).
+	SessionExport(ctx context.Context, name, path string) (SessionExportResult, error)
 }
 
 var _ SessionExecutor = (*Local)(nil)
@@ -113,4 +119,68 @@ func IsSessionError(err error) (*session.Error, bool) {
 	var se *session.Error
 	ok := errors.As(err, &se)
 	return se, ok
+}
+
+// SessionExportResult says where a session's notebook was written.
+type SessionExportResult struct {
+	Session string `json:"session" jsonschema:"The session exported."`
+	Path    string `json:"path" jsonschema:"Absolute path of the notebook written in the workspace."`
+	Cells   int    `json:"cells" jsonschema:"Code cells in the notebook."`
+	Bytes   int    `json:"bytes" jsonschema:"Size of the notebook file."`
+}
+
+// notebookWriter writes the notebook (base64, in DATA, assigned before it) to
+// argv[1]: as a run, confined like one, so the workspace path is resolved
+// and written with the run user's rights, never the server's.
+const notebookWriter = `import base64, os, sys
+dst = os.path.abspath(sys.argv[1])
+data = base64.b64decode(DATA)
+os.makedirs(os.path.dirname(dst), exist_ok=True)
+tmp = dst + ".pyexec-tmp"
+with open(tmp, "wb") as f:
+    f.write(data)
+os.replace(tmp, dst)
+print(dst)
+`
+
+// SessionExport implements SessionExecutor: the session's history as a
+// Jupyter notebook at path (relative to the session's cwd; .ipynb).
+func (l *Local) SessionExport(ctx context.Context, name, path string) (SessionExportResult, error) {
+	if !strings.HasSuffix(path, ".ipynb") || strings.ContainsRune(path, 0) {
+		return SessionExportResult{}, &engine.RequestError{Field: "path", Message: fmt.Sprintf("%q must name a .ipynb file in the workspace", path)}
+	}
+	m := l.SessionManager()
+	info, err := m.Get(ctx, name)
+	if err != nil {
+		return SessionExportResult{}, err
+	}
+	h, err := m.History(ctx, name)
+	if err != nil {
+		return SessionExportResult{}, err
+	}
+	nb, err := session.Notebook(h, info.Python)
+	if err != nil {
+		return SessionExportResult{}, err
+	}
+	code := "DATA = \"" + base64.StdEncoding.EncodeToString(nb) + "\"\n" + notebookWriter
+	if limit := l.eng.Config().CodeLimit; len(code) > limit {
+		return SessionExportResult{}, fmt.Errorf("the notebook of session %q is %s, more than can be written this way (%s encoded); read session://%s/history instead", name, engine.FormatBytes(int64(len(nb))), engine.FormatBytes(int64(limit)), name)
+	}
+	st := info.Settings
+	res, err := l.eng.Run(ctx, engine.Request{Code: code, Args: []string{path}, Cwd: st.Cwd, Sandbox: st.Sandbox, Network: "deny", Python: st.Python, PythonVersion: st.PythonVersion}, nil)
+	if err != nil {
+		return SessionExportResult{}, err
+	}
+	if res.ExitCode != 0 {
+		return SessionExportResult{}, &engine.RequestError{Field: "path", Message: "the notebook could not be written: " + lastLine(res.Stderr)}
+	}
+	return SessionExportResult{Session: name, Path: strings.TrimSpace(res.Stdout), Cells: len(h.Cells), Bytes: len(nb)}, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }

@@ -89,6 +89,13 @@ func (c *Client) SessionInterrupt(ctx context.Context, name string) (session.Inf
 	return in, sessionError(c, err)
 }
 
+// SessionExport implements executor.SessionExecutor.
+func (c *Client) SessionExport(ctx context.Context, name, path string) (executor.SessionExportResult, error) {
+	var out executor.SessionExportResult
+	err := c.jsonCall(ctx, http.MethodPost, sessionPath(name, "/export"), SessionExportRequest{Path: path}, &out, time.Minute)
+	return out, sessionError(c, err)
+}
+
 // sessionError turns the server's refusal back into the *session.Error the
 // local executor returns, so both read the same.
 func sessionError(c *Client, err error) error {

@@ -72,6 +72,8 @@ var componentSchemas = []schemaEntry{
 	{"SessionList", forType[SessionList]()},
 	{"SessionCellResult", forType[session.CellResult]()},
 	{"SessionHistory", forType[session.History]()},
+	{"SessionExportRequest", forType[SessionExportRequest]()},
+	{"SessionExportResult", forType[executor.SessionExportResult]()},
 }
 
 var openAPIDoc = sync.OnceValues(buildOpenAPI)
@@ -391,6 +393,13 @@ func buildOpenAPI() ([]byte, error) {
 			"summary":     "Replace the session's interpreter by a fresh one with the same settings (no variables, execution_count 0).",
 			"parameters":  []any{sessionName},
 			"responses":   common(obj{"200": resp("The reset session.", "Session"), "404": errResp("No such session."), "409": errResp("Busy with a cell.")}),
+		}},
+		"/v1/sessions/{name}/export": obj{"post": obj{
+			"operationId": "exportSession",
+			"summary":     "Write the session's history as a Jupyter notebook (nbformat 4) at a .ipynb path in the workspace, written confined like a run.",
+			"parameters":  []any{sessionName},
+			"requestBody": runBody("SessionExportRequest"),
+			"responses":   common(obj{"200": resp("Where it was written.", "SessionExportResult"), "400": errResp("A bad path."), "404": errResp("No such session.")}),
 		}},
 		"/mcp": obj{"post": obj{
 			"operationId": "mcp",

@@ -22,6 +22,7 @@ import (
 //	POST   /v1/sessions/{name}/run        run a cell (creates the session when the name is free)
 //	POST   /v1/sessions/{name}/interrupt  KeyboardInterrupt into the running cell
 //	POST   /v1/sessions/{name}/reset      a fresh interpreter with the same settings
+//	POST   /v1/sessions/{name}/export     write its history as a Jupyter notebook in the workspace
 
 // SessionRunRequest is the body of POST /v1/sessions/{name}/run.
 type SessionRunRequest struct {
@@ -43,6 +44,22 @@ func (s *Server) sessionRoutes(handle func(pattern, name string, o routeOpts, h 
 	handle("/v1/sessions/{name}/run", "session_run", routeOpts{}, methods{http.MethodPost: s.handleSessionRun})
 	handle("/v1/sessions/{name}/interrupt", "session_interrupt", routeOpts{}, methods{http.MethodPost: s.handleSessionInterrupt})
 	handle("/v1/sessions/{name}/reset", "session_reset", routeOpts{}, methods{http.MethodPost: s.handleSessionReset})
+	handle("/v1/sessions/{name}/export", "session_export", routeOpts{}, methods{http.MethodPost: s.handleSessionExport})
+}
+
+// SessionExportRequest is the body of POST /v1/sessions/{name}/export.
+type SessionExportRequest struct {
+	Path string `json:"path" jsonschema:"Where to write the notebook: a .ipynb path in the workspace, relative to the session's cwd."`
+}
+
+func (s *Server) handleSessionExport(w http.ResponseWriter, r *http.Request) {
+	var req SessionExportRequest
+	if err := decode(w, r, s.runBodyLimit, &req, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.sx.SessionExport(r.Context(), r.PathValue("name"), req.Path)
+	s.reply(w, res, err)
 }
 
 func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +159,9 @@ func (m sessionMethods) SessionClose(ctx context.Context, name string) (session.
 }
 func (m sessionMethods) SessionReset(ctx context.Context, name string) (session.Info, error) {
 	return m.sx.SessionReset(ctx, name)
+}
+func (m sessionMethods) SessionExport(ctx context.Context, name, path string) (executor.SessionExportResult, error) {
+	return m.sx.SessionExport(ctx, name, path)
 }
 func (m sessionMethods) SessionInterrupt(ctx context.Context, name string) (session.Info, error) {
 	return m.sx.SessionInterrupt(ctx, name)

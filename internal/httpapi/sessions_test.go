@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/httpapi"
+	"github.com/pyexec/pyexec/internal/testutil/realpkg"
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // sessionStep is one MCP call of the session suite; the steps run in order
@@ -260,5 +263,66 @@ func TestSessionsREST(t *testing.T) {
 	r.json(t, &l)
 	if l.Count != 0 {
 		t.Fatalf("list after close: %s", r.body)
+	}
+}
+
+// session_export writes a notebook the real nbformat package (installed by
+// uv from the package registry) reads and validates; the notebook resource
+// is the same document.
+func TestSessionNotebookExport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs nbformat")
+	}
+	if _, err := uvenv.FindUV(os.Environ()); err != nil {
+		t.Skip(err)
+	}
+	realpkg.UseSharedCache(t)
+	f := newFixture(t)
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok" })
+	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lp, rp atomic.Int64
+	for _, e := range []struct {
+		name string
+		cs   *mcp.ClientSession
+	}{
+		{"local", connectInMemory(t, withJobs(t, f.local(t, nil)), &lp)},
+		{"remote", connectInMemory(t, remote, &rp)},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			ctx := context.Background()
+			name := "nb-" + e.name
+			for _, code := range []string{"x = 6 * 7\nprint('hello')", "x", "import sys\nprint('warn', file=sys.stderr)\n1/0"} {
+				if r, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"session": name, "code": code}}); err != nil || r.IsError {
+					t.Fatalf("cell %q: %v %s", code, err, text(r))
+				}
+			}
+			r, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_export", Arguments: map[string]any{"session": name, "path": "out/" + name + ".ipynb"}})
+			if err != nil || r.IsError {
+				t.Fatalf("export: %v %s", err, text(r))
+			}
+			if r, _ := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_export", Arguments: map[string]any{"session": name, "path": "x.txt"}}); !r.IsError || !strings.Contains(text(r), "path:") {
+				t.Fatalf("bad path: %s", text(r))
+			}
+			check := "import json, nbformat\nnb = nbformat.read('out/" + name + ".ipynb', as_version=4)\nnbformat.validate(nb)\n" +
+				"outs = [[o['output_type'] for o in c.outputs] for c in nb.cells]\nprint(json.dumps([len(nb.cells), outs, nb.cells[1].outputs[0]['data']['text/plain'], nb.cells[2].outputs[-1]['ename']]))"
+			r, err = e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": check, "dependencies": []string{"nbformat"}, "timeout": 300}})
+			if err != nil || r.IsError {
+				t.Fatalf("validate: %v %s", err, text(r))
+			}
+			var s map[string]any
+			data, _ := json.Marshal(r.StructuredContent)
+			_ = json.Unmarshal(data, &s)
+			want := `[3, [["stream"], ["execute_result"], ["stream", "error"]], "42", "ZeroDivisionError"]` + "\n"
+			if s["stdout"] != want {
+				t.Fatalf("nbformat says %v", s)
+			}
+			res, err := e.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "session://" + name + "/notebook"})
+			if err != nil || !strings.Contains(res.Contents[0].Text, `"nbformat": 4`) {
+				t.Fatalf("notebook resource: %v", err)
+			}
+		})
 	}
 }

@@ -104,7 +104,16 @@ func (t *tools) registerSessions(srv *mcp.Server) {
 			"If the cell does not stop within a short grace (C code ignoring signals), the session is killed and reported lost with reason interrupt_failed.",
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
 	}, t.sessionInterrupt)
+	addTool(t, srv, &mcp.Tool{
+		Name:  "session_export",
+		Title: "Export a session as a Jupyter notebook",
+		Description: "Write a session's cells (code, stdout, stderr, results, errors) as a Jupyter notebook (nbformat 4) at a .ipynb path in the workspace, e.g. to hand the analysis to a person. " +
+			"Images and other rich outputs are not captured yet. The notebook is also readable as the resource session://{name}/notebook.",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
+	}, t.sessionExport)
 	for _, tmpl := range []*mcp.ResourceTemplate{
+		{Name: "session-notebook", Title: "Session as a notebook", URITemplate: "session://{name}/notebook", MIMEType: "application/x-ipynb+json",
+			Description: "A session's history as a Jupyter notebook (nbformat 4)."},
 		{Name: "session", Title: "Session state", URITemplate: "session://{name}", MIMEType: "application/json",
 			Description: "A session's status, settings, execution_count, created, last used, expires_at, memory now and peak, as JSON."},
 		{Name: "session-history", Title: "Session history", URITemplate: "session://{name}/history", MIMEType: "application/json",
@@ -310,9 +319,27 @@ func (t *tools) readSessionResource(ctx context.Context, req *mcp.ReadResourceRe
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	name, history := strings.CutSuffix(rest, "/history")
+	name, notebook := strings.CutSuffix(name, "/notebook")
 	sx, err := t.sessionExecutor()
 	if err != nil {
 		return nil, err
+	}
+	if notebook {
+		info, err := sx.SessionGet(ctx, name)
+		if se, ok := executor.IsSessionError(err); ok && se.Kind == session.KindNotFound {
+			return nil, mcp.ResourceNotFoundError(uri)
+		} else if err != nil {
+			return nil, err
+		}
+		h, err := sx.SessionHistory(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		nb, err := session.Notebook(h, info.Python)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/x-ipynb+json", Text: string(nb)}}}, nil
 	}
 	var v any
 	if history {
@@ -330,4 +357,29 @@ func (t *tools) readSessionResource(ctx context.Context, req *mcp.ReadResourceRe
 		return nil, err
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+// SessionExportInput is the input of session_export.
+type SessionExportInput struct {
+	Session string `json:"session" jsonschema:"The session's name."`
+	Path    string `json:"path,omitempty" jsonschema:"Where to write the notebook: a .ipynb path in the workspace, relative to the session's cwd (default: SESSION.ipynb)."`
+	Rendering
+}
+
+func (t *tools) sessionExport(ctx context.Context, req *mcp.CallToolRequest, in SessionExportInput) (*mcp.CallToolResult, executor.SessionExportResult, error) {
+	sx, err := t.sessionExecutor()
+	if err != nil {
+		return nil, executor.SessionExportResult{}, err
+	}
+	path := in.Path
+	if path == "" {
+		path = in.Session + ".ipynb"
+	}
+	out, err := sx.SessionExport(ctx, in.Session, path)
+	if err != nil {
+		return nil, executor.SessionExportResult{}, err
+	}
+	return render(in.Rendering, out, func() string {
+		return fmt.Sprintf("**exported** session `%s`: %d cells, %d bytes, to `%s`\n", out.Session, out.Cells, out.Bytes, out.Path)
+	}), out, nil
 }

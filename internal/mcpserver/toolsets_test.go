@@ -24,7 +24,7 @@ var (
 	}
 	qualityTools = []string{"format_code", "lint_code"}
 	envTools     = []string{"env_create", "env_delete", "env_list"}
-	sessionTools = []string{"session_close", "session_create", "session_interrupt", "session_list", "session_reset"}
+	sessionTools = []string{"session_close", "session_create", "session_export", "session_interrupt", "session_list", "session_reset"}
 )
 
 func sorted(lists ...[]string) []string {
