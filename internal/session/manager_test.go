@@ -179,6 +179,16 @@ for pid in os.listdir("/proc"):
 	if r.Result == nil || *r.Result != "(False, False, False)" {
 		t.Fatalf("session b sees session a: %+v", r)
 	}
+	// A session can end itself by signalling what it runs under (its
+	// supervisor), like os._exit, and it is then reported lost; nothing
+	// else is reachable: the other session and the server go on.
+	r = runCell(t, m, "b", "import os, signal\nfor pid in (os.getppid(), 1):\n    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError:\n        pass\n'survived'")
+	if !(r.Status == StatusLost && r.LostReason == "killed") && (r.Result == nil || *r.Result != "'survived'") {
+		t.Fatalf("session b after signalling its parent and pid 1: %+v", r)
+	}
+	if r := runCell(t, m, "a", "'a is fine'"); r.Result == nil || *r.Result != "'a is fine'" {
+		t.Fatalf("session a after b's signals: %+v", r)
+	}
 	if _, err := m.Close(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +246,11 @@ func TestSessionHostile(t *testing.T) {
 	if r := runCell(t, m, "bystander", "v"); r.Result == nil || *r.Result != "'alive'" {
 		t.Fatalf("bystander: %+v", r)
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
