@@ -66,7 +66,11 @@ func run(n, nCreate, idle int, pandas bool) error {
 	load0 := loadavg()
 
 	var rows []*row
-	add := func(r *row) *row { rows = append(rows, r); fmt.Fprintf(os.Stderr, "%s: median %s\n", r.name, ms(median(r.samples))); return r }
+	add := func(r *row) *row {
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "%s: median %s\n", r.name, ms(median(r.samples)))
+		return r
+	}
 
 	clean := "/usr/bin/python3"
 	if _, err := os.Stat(clean); err != nil {
