@@ -1,33 +1,19 @@
 package main
 
 import (
-	"bytes"
+	"context"
+	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/testutil/mcptest"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
-
-// processesWith lists the pids whose command line holds marker.
-func processesWith(marker string) []int {
-	var out []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			if pid, err := strconv.Atoi(filepath.Base(d)); err == nil && pidAlive(pid) {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}
 
 func mustCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
 	t.Helper()
@@ -48,8 +34,9 @@ func TestSessionsOverStdioSurviveNothing(t *testing.T) {
 		cs := mcptest.Command(t, cmd)
 		return cs, cmd.Process
 	}
-	cs, proc := start()
-	out := mustCall(t, cs, "run_python", map[string]any{"session": "keep", "code": "import subprocess\nd = subprocess.Popen(['sleep', '876.5'], start_new_session=True)\nx = 1"})
+	cs, server := start()
+	mark := proc.Mark(t)
+	out := mustCall(t, cs, "run_python", map[string]any{"session": "keep", "code": proc.Sleeper(mark) + "x = 1"})
 	if out["session_created"] != true {
 		t.Fatalf("first cell: %v", out)
 	}
@@ -59,14 +46,13 @@ func TestSessionsOverStdioSurviveNothing(t *testing.T) {
 	if out = mustCall(t, cs, "run_python", map[string]any{"code": "print('x' in globals())"}); out["stdout"] != "False\n" {
 		t.Fatalf("a plain run shares nothing: %v", out)
 	}
-	daemons := processesWith("876.5")
-	if len(daemons) == 0 {
-		t.Fatal("the cell's daemon is not running")
+	if len(proc.Marked(mark)) == 0 {
+		t.Fatal("the cell's child is not running")
 	}
-	if err := proc.Signal(syscall.SIGKILL); err != nil {
+	if err := server.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, daemons...)
+	proc.WaitGone(t, mark, 15*time.Second)
 
 	cs, _ = start()
 	list := mustCall(t, cs, "session_list", map[string]any{})
@@ -104,6 +90,27 @@ func TestSessionsRemote(t *testing.T) {
 	}
 	if _, text, isErr := mcptest.Call(t, cs, "session_interrupt", map[string]any{"session": "far"}); !isErr || !strings.Contains(text, `no session named "far"`) {
 		t.Fatalf("after close: %q", text)
+	}
+}
+
+// TestSessionsOverStreamableHTTP: `pyexec serve`'s /mcp offers the same
+// sessions (a go-sdk client over Streamable HTTP).
+func TestSessionsOverStreamableHTTP(t *testing.T) {
+	_, url, _ := startServe(t, t.TempDir(), t.TempDir())
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{testToken}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if out := mustCall(t, cs, "run_python", map[string]any{"session": "web", "code": "acc = [1]"}); out["session_created"] != true {
+		t.Fatalf("first cell: %v", out)
+	}
+	if out := mustCall(t, cs, "run_python", map[string]any{"session": "web", "code": "acc.append(2); acc"}); out["result"] != "[1, 2]" || out["execution_count"] != 2.0 {
+		t.Fatalf("second cell: %v", out)
+	}
+	if out := mustCall(t, cs, "session_close", map[string]any{"session": "web"}); out["status"] != "closed" {
+		t.Fatalf("close: %v", out)
 	}
 }
 
