@@ -149,10 +149,13 @@ func NewServer(opts Options) (*Server, error) {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds), runs: ui.NewRunLog(0)}
-	s.adm = &admitted{Executor: opts.Executor, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
+	// Sessions bypass the run admission limit (a cell is not a new
+	// process; the sessions' own cap applies).
+	s.sx, _ = opts.Executor.(executor.SessionExecutor)
+	s.adm = &admitted{Executor: opts.Executor, sessionMethods: sessionMethods{s.sx}, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
 	s.ex = s.adm
 	if jx, ok := opts.Executor.(executor.JobExecutor); ok {
-		w := &admittedJobs{JobExecutor: jx, a: s.adm}
+		w := &admittedJobs{JobExecutor: jx, sessionMethods: sessionMethods{s.sx}, a: s.adm}
 		s.ex, s.jx = w, w
 		s.m.watchJobs(jx)
 	}
@@ -165,12 +168,6 @@ func NewServer(opts Options) (*Server, error) {
 		s.bodies = &bodyBudget{limit: max(DefaultBodyBudget, s.batchBodyLimit)}
 	case opts.BodyBudget > 0:
 		s.bodies = &bodyBudget{limit: max(opts.BodyBudget, s.batchBodyLimit)}
-	}
-	if sx, ok := opts.Executor.(executor.SessionExecutor); ok {
-		// Sessions bypass the run admission limit (a cell is not a new
-		// process; the sessions' own cap applies).
-		s.sx = sx
-		s.ex = withSessions(s.ex, sx)
 	}
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
 	var store executor.Scripts // stays a nil interface without a store

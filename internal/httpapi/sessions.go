@@ -135,53 +135,80 @@ func sessionErrorStatus(err error) *apiError {
 	return &apiError{Status: status, Detail: ErrorDetail{Code: code, Message: se.Message, Field: "session", SessionError: se.Kind, LostReason: se.Reason}}
 }
 
-// withSessions adds the session methods of sx to an executor wrapper that
-// hides them (the admission wrappers), so MCP over /mcp offers sessions.
+// sessionMethods are the admission wrappers' session methods: the
+// wrapped executor's, so MCP over /mcp offers sessions; without sessions
+// there, each says so.
 type sessionMethods struct{ sx executor.SessionExecutor }
 
+var errNoSessions = errors.New("session: this server's executor keeps no sessions")
+
+func (m sessionMethods) get() (executor.SessionExecutor, error) {
+	if m.sx == nil {
+		return nil, errNoSessions
+	}
+	return m.sx, nil
+}
+
 func (m sessionMethods) SessionCreate(ctx context.Context, req session.CreateRequest) (session.Info, error) {
-	return m.sx.SessionCreate(ctx, req)
+	sx, err := m.get()
+	if err != nil {
+		return session.Info{}, err
+	}
+	return sx.SessionCreate(ctx, req)
 }
 func (m sessionMethods) SessionRun(ctx context.Context, req session.RunRequest, p executor.ProgressFunc) (session.CellResult, error) {
-	return m.sx.SessionRun(ctx, req, p)
+	sx, err := m.get()
+	if err != nil {
+		return session.CellResult{}, err
+	}
+	return sx.SessionRun(ctx, req, p)
 }
 func (m sessionMethods) SessionList(ctx context.Context) ([]session.Info, error) {
-	return m.sx.SessionList(ctx)
+	sx, err := m.get()
+	if err != nil {
+		return nil, err
+	}
+	return sx.SessionList(ctx)
 }
 func (m sessionMethods) SessionGet(ctx context.Context, name string) (session.Info, error) {
-	return m.sx.SessionGet(ctx, name)
+	sx, err := m.get()
+	if err != nil {
+		return session.Info{}, err
+	}
+	return sx.SessionGet(ctx, name)
 }
 func (m sessionMethods) SessionHistory(ctx context.Context, name string) (session.History, error) {
-	return m.sx.SessionHistory(ctx, name)
+	sx, err := m.get()
+	if err != nil {
+		return session.History{}, err
+	}
+	return sx.SessionHistory(ctx, name)
 }
 func (m sessionMethods) SessionClose(ctx context.Context, name string) (session.Info, error) {
-	return m.sx.SessionClose(ctx, name)
+	sx, err := m.get()
+	if err != nil {
+		return session.Info{}, err
+	}
+	return sx.SessionClose(ctx, name)
 }
 func (m sessionMethods) SessionReset(ctx context.Context, name string) (session.Info, error) {
-	return m.sx.SessionReset(ctx, name)
+	sx, err := m.get()
+	if err != nil {
+		return session.Info{}, err
+	}
+	return sx.SessionReset(ctx, name)
 }
 func (m sessionMethods) SessionExport(ctx context.Context, name, path string) (executor.SessionExportResult, error) {
-	return m.sx.SessionExport(ctx, name, path)
+	sx, err := m.get()
+	if err != nil {
+		return executor.SessionExportResult{}, err
+	}
+	return sx.SessionExport(ctx, name, path)
 }
 func (m sessionMethods) SessionInterrupt(ctx context.Context, name string) (session.Info, error) {
-	return m.sx.SessionInterrupt(ctx, name)
-}
-
-type (
-	sessionsExecutor struct {
-		executor.Executor
-		sessionMethods
+	sx, err := m.get()
+	if err != nil {
+		return session.Info{}, err
 	}
-	sessionsJobExecutor struct {
-		executor.JobExecutor
-		sessionMethods
-	}
-)
-
-// withSessions returns ex with sx's session methods.
-func withSessions(ex executor.Executor, sx executor.SessionExecutor) executor.Executor {
-	if jx, ok := ex.(executor.JobExecutor); ok {
-		return sessionsJobExecutor{jx, sessionMethods{sx}}
-	}
-	return sessionsExecutor{ex, sessionMethods{sx}}
+	return sx.SessionInterrupt(ctx, name)
 }
