@@ -8,6 +8,7 @@
 #   server -> driver:        b"C" N b"\n" SOURCE (UTF-8), a cell, with
 #                            SCM_RIGHTS [stdout, stderr] on its first
 #                            bytes: the cell's own output pipes
+#                            or b"I" N: cell N is interrupted (SIGINT follows)
 #   driver -> server:        {"kind": "done", "n": N, "result": REPR|null,
 #                             "error": {ename, evalue, traceback}|null,
 #                             "interrupted": bool}
@@ -63,10 +64,10 @@ def _main():
 
     ctl = _socket.socket(fileno=_CTL)
     os.set_inheritable(_CTL, False)
-    state = {"in_cell": False}
+    state = {"in_cell": False, "absorb": False}
 
     def on_int(sig, frame):
-        if state["in_cell"]:
+        if state["in_cell"] and not state["absorb"]:
             raise KeyboardInterrupt
 
     def send(obj):
@@ -89,6 +90,28 @@ def _main():
             buf += chunk
         return buf
 
+    def interrupted_already(n):
+        """Whether an interrupt for cell n is queued (it came before the
+        cell's first instruction, when SIGINT is ignored); interrupts for
+        earlier cells are dropped."""
+        hit = False
+        while True:
+            ctl.setblocking(False)
+            try:
+                head = ctl.recv(4)
+            except (BlockingIOError, InterruptedError):
+                return hit
+            finally:
+                ctl.setblocking(True)
+            if len(head) < 4:
+                rest = recv_exact(4 - len(head), None) if head else None
+                if rest is None:
+                    return hit
+                head += rest
+            body = recv_exact(int.from_bytes(head, "big"), None) or b""
+            if body[:1] == b"I" and body[1:] == str(n).encode():
+                hit = True
+
     # The user's namespace: a fresh __main__, as `python -i` has.
     main = type(sys)("__main__")
     main.__builtins__ = builtins
@@ -109,6 +132,8 @@ def _main():
         body = recv_exact(int.from_bytes(head, "big"), None)
         if body is None:
             os._exit(0)
+        if body[:1] == b"I":
+            continue  # an interrupt for a cell that has ended
         head, _, code = body.partition(b"\n")
         if head[:1] != b"C" or not head[1:].isdigit() or len(fds) < 2:
             for fd in fds:
@@ -128,7 +153,18 @@ def _main():
         reply = {"kind": "done", "n": n, "result": None, "error": None, "interrupted": False}
         exited, code = False, 0
         try:
-            state["in_cell"] = True
+            # SIGINT blocked while the queue is read: a KeyboardInterrupt
+            # must not cut a frame in half. An interrupt found queued is
+            # raised here, and its SIGINT (if it comes only now) absorbed.
+            _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+            try:
+                state["absorb"] = False
+                state["in_cell"] = True
+                state["absorb"] = interrupted_already(n)
+            finally:
+                _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
+            if state["absorb"]:
+                raise KeyboardInterrupt
             tree = compile(source, name, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
             last = None
             if tree.body and isinstance(tree.body[-1], _ast.Expr):

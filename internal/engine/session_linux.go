@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,9 @@ type SessionProcess struct {
 	done     chan struct{} // closed once the run is over
 	final    Result
 	finalErr error
+
+	wmu  sync.Mutex   // one frame at a time on conn
+	cell atomic.Int64 // the cell last sent (what an interrupt is for)
 
 	mu         sync.Mutex
 	killReason string        // why the server ended it (empty: it ended by itself)
@@ -221,9 +225,22 @@ func (sp *SessionProcess) Interrupt() error {
 	return nil
 }
 
+// sigint interrupts the running cell: an "I<n>" frame naming it first,
+// then SIGINT. The frame lets the driver tell an interrupt that came
+// before the cell's first instruction (kept) from one that came after the
+// cell it was for had ended (dropped).
 func (sp *SessionProcess) sigint() error {
 	if sp.proc == nil {
 		return errors.New("the session's process is not known")
+	}
+	frame := []byte("I" + strconv.Itoa(int(sp.cell.Load())))
+	var head [4]byte
+	binary.BigEndian.PutUint32(head[:], uint32(len(frame)))
+	sp.wmu.Lock()
+	_, err := sp.conn.Write(append(head[:], frame...))
+	sp.wmu.Unlock()
+	if err != nil {
+		return ErrSessionEnded
 	}
 	if err := sp.proc.Signal(syscall.SIGINT); err != nil {
 		return fmt.Errorf("interrupt: %w", err)
@@ -291,12 +308,15 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 	var head [4]byte
 	binary.BigEndian.PutUint32(head[:], uint32(len(body)))
 	start := time.Now()
+	sp.wmu.Lock()
+	sp.cell.Store(int64(n))
 	_, _, werr := sp.conn.WriteMsgUnix(head[:], unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
 	outW.Close()
 	errW.Close()
 	if werr == nil {
 		_, werr = sp.conn.Write(body)
 	}
+	sp.wmu.Unlock()
 	if werr != nil {
 		outR.Close()
 		errR.Close()

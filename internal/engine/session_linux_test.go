@@ -155,3 +155,19 @@ func TestSessionForkedChildStaysOut(t *testing.T) {
 		t.Fatalf("after fork: %+v", r)
 	}
 }
+
+// A timeout so short that SIGINT comes before the cell's first
+// instruction still interrupts the cell, never the session.
+func TestSessionInterruptBeforeTheCellStarts(t *testing.T) {
+	e, _ := newTestEngine(t)
+	sp := startSession(t, e, Request{})
+	for i := 1; i <= 5; i++ {
+		res, err := sp.RunCell(context.Background(), i, "while True:\n    pass", time.Microsecond, 10*time.Second)
+		if err != nil || !res.Interrupted {
+			t.Fatalf("cell %d: %+v %v", i, res, err)
+		}
+	}
+	if r := cell(t, sp, 6, "'alive'"); r.Result == nil || *r.Result != "'alive'" {
+		t.Fatalf("after: %+v", r)
+	}
+}
