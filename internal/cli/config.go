@@ -13,6 +13,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/session"
 )
 
 // engineFlags are the flags of every subcommand that runs Python.
@@ -31,6 +32,10 @@ type engineFlags struct {
 	warm           int
 	preload        string
 	preloadAuto    bool
+
+	maxSessions     int
+	sessionIdle     secondsFlag
+	sessionLifetime secondsFlag
 }
 
 // engineEnv: the seeds' environment variables, accepted as aliases.
@@ -50,6 +55,11 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 	fs.BoolVar(&f.preloadAuto, "preload-auto", true, "adaptive preload: a warm interpreter learns which costly modules (>= 20 ms to import) its runs import, and a replacement that has them imported takes over in the background (server_info shows what was learned)")
+	fs.IntVar(&f.maxSessions, "max-sessions", session.DefaultMaxSessions(), "most live Python sessions at once; past it session creation is refused")
+	f.sessionIdle = secondsFlag{d: 30 * time.Minute}
+	fs.Var(&f.sessionIdle, "session-idle-timeout", "seconds a session may stay unused before it is closed (> 0; a session may ask for its own idle_timeout)")
+	f.sessionLifetime = secondsFlag{d: 24 * time.Hour}
+	fs.Var(&f.sessionLifetime, "session-max-lifetime", "seconds a session may live at most (> 0)")
 }
 
 // registerRun adds the flags `pyexec run` uses: not the warm interpreters
@@ -160,6 +170,7 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	}
 	l := executor.NewLocal(eng, Version, f.maxWorkers)
 	l.SetRuff(ruff)
+	l.ConfigureSessions(session.Config{MaxSessions: f.maxSessions, IdleTimeout: f.sessionIdle.d, MaxLifetime: f.sessionLifetime.d, StateDir: cfg.StateDir})
 	return l, nil
 }
 

@@ -29,6 +29,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	ex.Engine().CompleteInterpreters(ctx) // uv's answer too, if none is cached
+	defer ex.Engine().Close()
 	info, err := ex.Info(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)

@@ -29,6 +29,7 @@ type Engine struct {
 	tmp      *tmpDirs       // the runs' temp dirs (tmpdirs.go)
 	tmpQuota *tmpQuota      // the filesystem holding them (tmpquota.go)
 	runAs    runAsCache     // recent run-as choices (sandbox.go)
+	live     sessionSet     // session interpreters (session_linux.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -56,7 +57,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir)}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir, tmpRoot(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.interps.cache = newInterpCache(cfg.StateDir)
 	e.interps.cwd, _ = os.Getwd()
@@ -69,6 +70,7 @@ func New(cfg Config) (*Engine, error) {
 // first run has started. It stops the warm interpreters (runs still in
 // flight on them are killed). The engine must not be used afterwards.
 func (e *Engine) Close() error {
+	e.live.killAll()
 	e.closeWarm()
 	e.interps.closeDiscovery()
 	e.tmp.close()
@@ -147,6 +149,7 @@ type prepared struct {
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
+	dedicated  bool       // a session: its warm interpreter serves nothing else (Extras.Dedicated)
 
 	sandbox      *sandbox.Spec
 	sandboxNotes []string
@@ -235,7 +238,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
-		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
+		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes, dedicated: x.Dedicated,
 	}, nil
 }
 

@@ -27,6 +27,8 @@ type Local struct {
 	uvVersion string
 
 	quality qualityRunner // format and lint (quality.go)
+
+	sessions localSessions // live Python sessions (sessions.go)
 }
 
 // NewLocal wraps eng. maxWorkers caps batch parallelism (0: the core count).

@@ -390,6 +390,7 @@ func boolParam(q url.Values, name string) (bool, error) {
 // job queue has its own limits and busy error).
 type admittedJobs struct {
 	executor.JobExecutor
+	sessionMethods
 	a *admitted
 }
 

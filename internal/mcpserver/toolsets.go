@@ -26,10 +26,14 @@ const (
 	ToolsetQuality = "quality"
 	// ToolsetEnvs: env_list, env_create, env_delete (envs.go).
 	ToolsetEnvs = "envs"
+	// ToolsetSessions: session_create, session_list, session_close,
+	// session_reset, session_interrupt, session:// resources, and
+	// run_python's session field (sessions.go).
+	ToolsetSessions = "sessions"
 )
 
 // DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
-const DefaultToolsets = "core,jobs,scripts,quality,envs"
+const DefaultToolsets = "core,jobs,scripts,quality,envs,sessions"
 
 // toolset is a named group of tools and how to register it.
 type toolset struct {
@@ -46,6 +50,7 @@ func toolsets() []toolset {
 		{ToolsetScripts, (*tools).registerScripts},
 		{ToolsetQuality, (*tools).registerQuality},
 		{ToolsetEnvs, (*tools).registerEnvs},
+		{ToolsetSessions, (*tools).registerSessions},
 		{ToolsetCompat, (*tools).registerCompat},
 	}
 }

@@ -24,6 +24,7 @@ var (
 	}
 	qualityTools = []string{"format_code", "lint_code"}
 	envTools     = []string{"env_create", "env_delete", "env_list"}
+	sessionTools = []string{"session_close", "session_create", "session_export", "session_interrupt", "session_list", "session_reset"}
 )
 
 func sorted(lists ...[]string) []string {
@@ -40,12 +41,13 @@ func TestToolsets(t *testing.T) {
 		spec string
 		want []string
 	}{
-		{"", sorted(coreTools, scriptsTools, qualityTools, envTools)}, // the default: core,jobs,scripts,quality,envs
+		{"", sorted(coreTools, scriptsTools, qualityTools, envTools, sessionTools)}, // the default: core,jobs,scripts,quality,envs,sessions
 		{"core", sorted(coreTools)},
 		{"scripts", sorted(scriptsTools)},
 		{"compat", sorted(compatTools)},
 		{"quality,envs", sorted(qualityTools, envTools)},
-		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools)},
+		{"sessions", sorted(sessionTools)},
+		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools, sessionTools)},
 		{" Core , compat,core", sorted(coreTools, compatTools)},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
