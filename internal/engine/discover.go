@@ -39,6 +39,12 @@ type discovery struct {
 
 	quit chan struct{}
 	bg   sync.WaitGroup
+
+	// wantUV is closed by the first reader of the list: a server's first
+	// pass asks uv only then, so servers nobody asks (and test servers by
+	// the hundred) never pay uv's start of every interpreter it knows.
+	wantUV     chan struct{}
+	wantUVOnce sync.Once
 }
 
 const (
@@ -54,6 +60,7 @@ func (d *discovery) init() {
 	if d.first == nil {
 		d.first = make(chan struct{})
 		d.quit = make(chan struct{})
+		d.wantUV = make(chan struct{})
 	}
 }
 
@@ -84,6 +91,7 @@ func (in *interpreters) start() {
 func (in *interpreters) All(ctx context.Context) []Interpreter {
 	in.start()
 	d := &in.disc
+	d.wantUVOnce.Do(func() { close(d.wantUV) })
 	select {
 	case <-d.first:
 	case <-ctx.Done():
@@ -141,6 +149,12 @@ func (in *interpreters) pass(first bool) {
 		in.publish(in.discover(ctx, uvPaths.Paths), haveUV)
 		_ = in.cache.save() // what was probed, even if this process ends before uv does
 		if haveUV && time.Since(uvPaths.At) < uvMaxAge {
+			in.finishPass(nil, false)
+			return
+		}
+		select {
+		case <-d.wantUV:
+		case <-d.quit:
 			in.finishPass(nil, false)
 			return
 		}
