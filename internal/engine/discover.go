@@ -21,8 +21,9 @@ import (
 // time; each candidate is probed in parallel, mostly from the probe cache
 // (interpcache.go). `uv python list` is slow (it starts every interpreter
 // on PATH it has not seen, pyenv shims included: 1.4 s here), so it never
-// runs on a request's path: it runs in the background after the first list
-// is out, and again whenever the list is older than refreshEvery, and what
+// runs on a request's path: it runs in the background once the first list
+// is out and something has read it (a server nobody asks never starts it),
+// and again whenever the list is older than refreshEvery, and what
 // it adds is published when it is done. Servers start discovery when they
 // start (Engine.DiscoverInterpreters), so the first request that needs the
 // list usually finds it made.
