@@ -32,6 +32,11 @@ type liveJob struct {
 	result          *engine.Result // set when the RunFunc returned a result
 	runErr          error
 
+	// A lazy job (spill.go) is not in the store until it must be kept.
+	lazy    lazyOptions
+	unsaved bool // no database row yet (and logs in memory)
+	kept    bool // a lazy job that was written out
+
 	done chan struct{} // closed once the final state is persisted
 }
 
@@ -51,6 +56,12 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 func (lj *liveJob) persist() {
 	lj.saveMu.Lock()
 	defer lj.saveMu.Unlock()
+	lj.mu.Lock()
+	unsaved := lj.unsaved
+	lj.mu.Unlock()
+	if unsaved {
+		return // nothing on disk to update (spill.go)
+	}
 	j := lj.snapshot(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -132,6 +143,7 @@ func (o observer) Output(s engine.Stream, p []byte) {
 			lj.job.StderrBytes, lj.job.StderrTruncated = lj.stderr.produced, lj.stderr.truncated
 		}
 	}
+	lj.spillIfOverLocked()
 	if grew {
 		lj.broadcastLocked()
 	}

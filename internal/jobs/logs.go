@@ -37,6 +37,7 @@ type logState struct {
 type logWriter struct {
 	name      string // "stdout" or "stderr", for the note
 	f         *os.File
+	mem       []byte // while f is nil: the log held in memory (see spill.go)
 	limit     int64
 	written   int64 // bytes in the file
 	produced  int64 // bytes the script wrote, including dropped ones
@@ -69,7 +70,10 @@ func (w *logWriter) write(p []byte) bool {
 	if int64(len(keep)) > room {
 		keep = keep[:max(room, 0)]
 	}
-	if len(keep) > 0 {
+	if len(keep) > 0 && w.f == nil {
+		w.mem = append(w.mem, keep...)
+		w.written += int64(len(keep))
+	} else if len(keep) > 0 {
 		n, err := w.f.Write(keep)
 		w.written += int64(n)
 		if err != nil {
@@ -80,6 +84,11 @@ func (w *logWriter) write(p []byte) bool {
 	if len(keep) < len(p) {
 		w.truncated = true
 		note := fmt.Sprintf("\n[pyexec: %s reached the job log cap of %s; further output was dropped]\n", w.name, formatBytes(w.limit))
+		if w.f == nil {
+			w.mem = append(w.mem, note...)
+			w.written += int64(len(note))
+			return true
+		}
 		n, err := w.f.WriteString(note)
 		w.written += int64(n)
 		if err != nil {
@@ -92,6 +101,9 @@ func (w *logWriter) write(p []byte) bool {
 func (w *logWriter) state() logState { return logState{size: w.written, truncated: w.truncated} }
 
 func (w *logWriter) close() error {
+	if w.f == nil {
+		return w.err
+	}
 	return errors.Join(w.err, w.f.Close())
 }
 

@@ -263,14 +263,16 @@ func (m *Manager) timeoutFor(req engine.Request) time.Duration {
 // Start queues req as a new job and returns it (pending, or running when a
 // slot was free). It returns ErrBusy when MaxQueue jobs are already waiting.
 func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (Job, error) {
-	lj, err := m.start(ctx, req, label)
+	lj, err := m.start(ctx, req, label, nil)
 	if err != nil {
 		return Job{}, err
 	}
 	return lj.snapshot(true), nil
 }
 
-func (m *Manager) start(ctx context.Context, req engine.Request, label string) (*liveJob, error) {
+// start creates a job; with lazy set it stays in memory until it must be
+// kept (spill.go).
+func (m *Manager) start(ctx context.Context, req engine.Request, label string, lazy *lazyOptions) (*liveJob, error) {
 	if m.cfg.Validate != nil {
 		if err := m.cfg.Validate(ctx, req); err != nil {
 			return nil, err
@@ -304,7 +306,9 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string) (
 		return nil, fmt.Errorf("%w (%d pending, %d running; limits: --max-queue %d, --max-concurrent %d)",
 			ErrBusy, len(m.queue), m.running, m.cfg.MaxQueue, m.cfg.MaxConcurrent)
 	}
-	if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
+	if lazy != nil {
+		lj.lazy, lj.unsaved = *lazy, true
+	} else if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
 		return nil, fmt.Errorf("jobs: start: %w", err)
 	}
 	m.live[lj.job.ID] = lj

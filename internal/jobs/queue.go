@@ -45,12 +45,20 @@ func (m *Manager) runJob(lj *liveJob) {
 	}
 
 	dir := jobDir(m.cfg.StateDir, lj.job.ID)
-	setupErr := os.MkdirAll(dir, 0o700)
+	var setupErr error
 	var stdout, stderr *logWriter
-	if setupErr == nil {
+	lj.mu.Lock()
+	lazy := lj.unsaved
+	lj.mu.Unlock()
+	if lazy {
+		stdout, stderr = memoryLog("stdout", m.cfg.LogCap), memoryLog("stderr", m.cfg.LogCap)
+	} else {
+		setupErr = os.MkdirAll(dir, 0o700)
+	}
+	if setupErr == nil && stdout == nil {
 		stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", m.cfg.LogCap)
 	}
-	if setupErr == nil {
+	if setupErr == nil && stderr == nil {
 		stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", m.cfg.LogCap)
 	}
 
@@ -120,6 +128,9 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	j := &lj.job
 	now := time.Now().UTC()
 	j.FinishedAt = &now
+	if lj.unsaved && runErr == nil && lj.lazy.keep != nil && lj.lazy.keep(res) {
+		lj.keepLocked()
+	}
 	for _, w := range []*logWriter{lj.stdout, lj.stderr} {
 		if w != nil {
 			if err := w.close(); err != nil {
