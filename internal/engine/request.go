@@ -68,6 +68,11 @@ type Result struct {
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`
 	StdoutTruncated bool  `json:"stdout_truncated" jsonschema:"True when stdout exceeded the inline cap and its middle was dropped."`
 	StderrTruncated bool  `json:"stderr_truncated" jsonschema:"True when stderr exceeded the inline cap and its middle was dropped."`
+	StdoutLines     int64 `json:"stdout_lines,omitempty" jsonschema:"Lines (newlines) the script wrote to stdout, including any not returned."`
+	StderrLines     int64 `json:"stderr_lines,omitempty" jsonschema:"Lines (newlines) the script wrote to stderr, including any not returned."`
+
+	// What the run showed besides its streams (outputs.go).
+	RunOutputs
 }
 
 // Stream names one of the two output streams of a run.
