@@ -73,6 +73,8 @@ def _zygote():
         send([b"FAIL", ("preload %s: %s: %s" % (m, type(e).__name__, e)).encode("utf-8", "replace")])
         os._exit(3)
     keep = _startup_modules | (set(sys.modules) - before)
+    global _rt
+    _rt = _load_rt()
 
     import gc
     import signal
@@ -550,6 +552,13 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     main.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
     sys.modules["__main__"] = main
     del builtins, f, env, msg, anc, fds
+    if _rt is not None:
+        try:
+            _rt.install()  # display and error hooks, as sitecustomize installs them cold
+        except Exception:  # noqa: BLE001 - never break the run
+            pass
+        if "sitecustomize" not in sys.modules:  # cold runs import pyexec's
+            sys.modules["sitecustomize"] = type(sys)("sitecustomize")
     _run(os, signal, main, path)
 
 
@@ -577,6 +586,27 @@ def _rehearse():
 
 
 _hidden = []
+_rt = None  # pyexec_rt (display and error hooks), loaded once by the zygote
+
+
+def _load_rt():
+    """Load pyexec_rt.py from PYEXEC_RT_DIR without putting it in sys.modules
+    (a run must not find it there)."""
+    d = os.environ.get("PYEXEC_RT_DIR")
+    if not d:
+        return None
+    path = os.path.join(d, "pyexec_rt.py")
+    try:
+        with open(path, "rb") as f:
+            src = f.read()
+        m = type(sys)("pyexec_rt")
+        m.__file__ = path
+        exec(compile(src, path, "exec"), m.__dict__)
+        return m
+    except Exception:  # noqa: BLE001 - runs go without the hooks
+        return None
+
+
 _MAX_EXTRA = 4  # extra files (fd 3, 4, ...) a run may inherit; pool.go agrees
 _MAX_BOX = 3  # confinement files: two cgroup files and a Landlock ruleset
 

@@ -37,6 +37,9 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
 	}
+	if err := writePyrt(pyrtDir(cfg.StateDir)); err != nil {
+		return nil, err
+	}
 	envs, err := newEnvironments(cfg)
 	if err != nil {
 		return nil, err
@@ -100,6 +103,9 @@ func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extra
 	defer p.uv.done()
 	res, err := e.execute(ctx, p, obs)
 	res.ResolvedDependencies = p.uv.resolvedDependencies()
+	if err == nil {
+		res.RunOutputs = collectOutputs(p.tmpDir)
+	}
 	return res, err
 }
 
@@ -166,6 +172,10 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		return nil, err
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
+	e.setRuntimeEnv(env, tmpDir)
+	if req.ScriptPath == "" {
+		env.set("PYEXEC_CODE_FILE", file) // tracebacks call it <code>
+	}
 	x.applyBefore(env)
 	if err := e.applyRequestEnv(env, req, cwd); err != nil {
 		os.RemoveAll(tmpDir)
@@ -173,7 +183,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	}
 	x.applyAfter(env)
 	// A preamble's wrapper script must stay readable under confinement.
-	ro := slices.Clone(x.PythonPath)
+	ro := append(slices.Clone(x.PythonPath), pyrtDir(e.cfg.StateDir))
 	for _, a := range req.Preamble {
 		if filepath.IsAbs(a) {
 			ro = append(ro, a)
