@@ -10,6 +10,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 // jobFlags configure background jobs (servers only).
@@ -18,6 +19,7 @@ type jobFlags struct {
 	jobTimeout    float64
 	maxConcurrent int
 	maxQueue      int
+	resultChars   int
 }
 
 // jobAliases are the seed's names for the job flags.
@@ -37,6 +39,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.jobTimeout, "job-timeout", jobs.DefaultJobTimeout.Seconds(), "time limit in seconds of a background job (0: none); a request's own shorter timeout still applies")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", 2*runtime.NumCPU(), "most jobs (and job-backed sync runs) running at once; the rest wait as pending")
 	fs.IntVar(&f.maxQueue, "max-queue", 100, "most pending jobs; past it new runs are refused as busy")
+	fs.IntVar(&f.resultChars, "max-result-chars", present.DefaultBudget, "characters an MCP tool result carries by default (output over it is cut in the middle, the full output kept as a job); a call's max_output_chars may lower it or raise it up to 10 times this")
 }
 
 func (f *jobFlags) budget() time.Duration {

@@ -72,7 +72,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer store.Close()
 	srv, err := httpapi.NewServer(httpapi.Options{
-		Executor: jx, Version: Version, Token: token, Logger: logger, SyncBudget: jf.budget(),
+		Executor: jx, Version: Version, Token: token, Logger: logger, SyncBudget: jf.budget(), MaxResultChars: jf.resultChars,
 		Toolsets: toolsets, Scripts: store,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
 		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,

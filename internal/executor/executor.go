@@ -43,6 +43,10 @@ const MaxBatch = 20
 type BatchRequest struct {
 	Requests   []engine.Request `json:"requests"`
 	MaxWorkers int              `json:"max_workers,omitempty"`
+	// OutputBudget is the characters the caller will show of the whole
+	// batch; with jobs, entries whose output exceeds their share are kept
+	// as jobs (BatchItem.JobID) so the full output stays readable.
+	OutputBudget int `json:"output_budget,omitempty" jsonschema:"Characters of output the caller will show for the whole batch (default 20000); entries whose output exceeds their share are kept as jobs (job_id) with their full output."`
 }
 
 // BatchResult holds one item per request, in input order.

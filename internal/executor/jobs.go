@@ -37,6 +37,11 @@ type JobExecutor interface {
 type SyncOptions struct {
 	Budget time.Duration // <= 0: no handoff
 	Label  string        // label of the job if the run is handed off
+	// OutputBudget is the characters of output the caller will show (see
+	// package present). A run that finishes with more (or with images that
+	// cannot all go inline) is kept as a job so its full output stays
+	// readable; one with less leaves nothing behind. 0: present's default.
+	OutputBudget int
 }
 
 // Outcome is a synchronous run's result, or the job it became.
@@ -44,6 +49,9 @@ type Outcome struct {
 	Result *engine.Result // set when the run finished within the budget
 	Job    jobs.Job       // the backing job (on handoff: running or pending)
 	Output *jobs.Chunk    // on handoff: output so far and cursors to continue
+	// Kept is true when a finished run was kept as a job (its output did
+	// not fit OutputBudget): Job.ID names its full output.
+	Kept bool
 }
 
 // LocalJobs is Local plus a job manager on the same engine.
@@ -100,6 +108,7 @@ func (l *Local) runJob(ctx context.Context, req engine.Request, o jobs.RunOption
 func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts SyncOptions, progress ProgressFunc) (Outcome, error) {
 	hb := &jobHeartbeat{m: l.m, progress: progress, start: time.Now()}
 	so := jobs.SyncOptions{Label: opts.Label, Budget: opts.Budget, Ephemeral: true}
+	keepFor(&so, opts.OutputBudget)
 	if progress != nil {
 		so.OnStart = hb.begin
 		so.OnEvent = func(ev jobs.Event) {
@@ -110,7 +119,10 @@ func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts S
 		defer hb.stop()
 	}
 	out, err := l.m.RunSync(ctx, req, so)
-	o := Outcome{Result: out.Result, Job: out.Job, Output: out.Output}
+	o := Outcome{Result: out.Result, Job: out.Job, Output: out.Output, Kept: out.Kept}
+	if o.Kept && o.Result != nil {
+		o.Result.OutputJobID = o.Job.ID
+	}
 	return o, err
 }
 

@@ -26,7 +26,7 @@ var _ executor.JobExecutor = (*Client)(nil)
 // sync_budget, streaming progress; the answer is the result or the job the
 // run was handed off to.
 func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts executor.SyncOptions, progress executor.ProgressFunc) (executor.Outcome, error) {
-	if opts.Budget <= 0 {
+	if opts.Budget <= 0 && opts.OutputBudget <= 0 {
 		res, err := c.Run(ctx, req, progress)
 		if err != nil {
 			return executor.Outcome{}, err
@@ -37,7 +37,7 @@ func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts exec
 	if err != nil {
 		return executor.Outcome{}, err
 	}
-	body := RunRequest{Request: req, SyncBudget: opts.Budget.Seconds(), JobLabel: opts.Label}
+	body := RunRequest{Request: req, SyncBudget: opts.Budget.Seconds(), JobLabel: opts.Label, OutputBudget: opts.OutputBudget}
 	l, err := callLine[engine.Result](ctx, c, "/v1/run", body, max(d, opts.Budget+c.opts.TimeoutBuffer), progress)
 	if err != nil {
 		return executor.Outcome{}, err
@@ -46,7 +46,7 @@ func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts exec
 		out := l.Handoff.Output
 		return executor.Outcome{Job: l.Handoff.Job, Output: &out}, nil
 	}
-	return executor.Outcome{Result: l.Result}, nil
+	return executor.Outcome{Result: l.Result, Kept: l.Result != nil && l.Result.OutputJobID != ""}, nil
 }
 
 // Start implements executor.JobExecutor.

@@ -209,7 +209,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "must be >= 0 seconds"})
 		return
 	}
-	if req.SyncBudget > 0 {
+	if req.SyncBudget > 0 || (req.OutputBudget > 0 && s.jx != nil) {
 		s.runOrHandoff(w, r, req)
 		return
 	}
@@ -230,7 +230,7 @@ func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunReq
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
 		return
 	}
-	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel}
+	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel, OutputBudget: req.OutputBudget}
 	var st *stream[engine.Result]
 	var progress executor.ProgressFunc
 	if wantsNDJSON(r) {

@@ -60,6 +60,8 @@ type Options struct {
 	// SyncBudget is the MCP tools' smart-async budget (executors with jobs;
 	// default 20 s, negative: never hand off).
 	SyncBudget time.Duration
+	// MaxResultChars is the MCP tools' default result size (mcpserver.Options).
+	MaxResultChars int
 	// Toolsets are the MCP tool groups offered on /mcp (nil: the default);
 	// Scripts is the script store behind the scripts tools and autosave.
 	Toolsets []string
@@ -129,7 +131,7 @@ func NewServer(opts Options) (*Server, error) {
 	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
 	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts})
+	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts, MaxResultChars: opts.MaxResultChars})
 	s.handler = s.routes()
 	return s, nil
 }

@@ -75,7 +75,7 @@ func renderBenchmark(r executor.BenchmarkResult) string {
 		fmt.Fprintf(&b, "\nnote: %s\n", r.Note)
 	}
 	b.WriteString("\nLast run: ")
-	writeResult(&b, r.Result, "")
+	b.WriteString(renderResult(r.Result))
 	if len(r.Profile) > 0 {
 		b.WriteString("\nProfile (top functions by cumulative time):\n\n| cumtime (s) | tottime (s) | calls | function | where |\n|---:|---:|---:|---|---|\n")
 		for _, p := range r.Profile {

@@ -14,6 +14,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 // DefaultSyncBudget is how long a sync run waits before becoming a job.
@@ -187,6 +188,10 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 	if err := in.JobOptions.check(true); err != nil {
 		return nil, RunPythonOutput{}, err
 	}
+	budget, err := jt.t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, RunPythonOutput{}, err
+	}
 	if in.Mode == "async" {
 		j, err := jt.ex.Start(ctx, in.Request, in.JobLabel)
 		if err != nil {
@@ -196,17 +201,19 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 			Message: fmt.Sprintf("Started background job %s (%s). Follow it with get_job(job_id=%q, wait=30); stop it with cancel_job.", j.ID, j.Status, j.ID)}}
 		return render(in.Rendering, out, func() string { return "**" + out.Message + "**\n" }), out, nil
 	}
-	o, err := jt.ex.RunOrHandoff(ctx, in.Request, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel}, progressTo(ctx, req))
+	o, err := jt.ex.RunOrHandoff(ctx, in.Request, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel, OutputBudget: budget}, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
 	if o.Result != nil {
-		out := RunPythonOutput{Result: *o.Result}
-		return render(in.Rendering, out, func() string { return renderResult(*o.Result) }), out, nil
+		r, out := jt.t.presentRun(in, *o.Result, budget)
+		return r, out, nil
 	}
 	ch := o.Output
+	so, se, cut := present.CutOutput(ch.Stdout, ch.Stderr, ch.StdoutSize, ch.StderrSize, budget, present.Where{JobID: o.Job.ID})
 	out := RunPythonOutput{
-		Result: engine.Result{Stdout: ch.Stdout, Stderr: ch.Stderr, StdoutBytes: ch.StdoutSize, StderrBytes: ch.StderrSize},
+		Result: engine.Result{Stdout: so, Stderr: se, StdoutBytes: ch.StdoutSize, StderrBytes: ch.StderrSize},
+		Extra:  present.Extra{OutputCut: cut},
 		Handoff: Handoff{JobID: o.Job.ID, Status: string(o.Job.Status), NextStdoutOffset: ch.StdoutOffset, NextStderrOffset: ch.StderrOffset,
 			Message: fmt.Sprintf("Still running after %s: the run continues as background job %s. Output so far is included; get the rest with get_job(job_id=%q, stdout_offset=%d, stderr_offset=%d, wait=30), or stop it with cancel_job.",
 				jt.budget, o.Job.ID, o.Job.ID, ch.StdoutOffset, ch.StderrOffset)},
@@ -214,8 +221,8 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 	return render(in.Rendering, out, func() string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "**still running** · job `%s` · %s\n\n%s\n", o.Job.ID, o.Job.Status, out.Message)
-		writeStream(&b, "stdout so far", ch.Stdout, ch.StdoutOffset, false)
-		writeStream(&b, "stderr so far", ch.Stderr, ch.StderrOffset, false)
+		writeStream(&b, "stdout so far", so, ch.StdoutOffset, false)
+		writeStream(&b, "stderr so far", se, ch.StderrOffset, false)
 		return b.String()
 	}), out, nil
 }

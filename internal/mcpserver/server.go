@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 	"github.com/pyexec/pyexec/internal/scripts"
 )
 
@@ -27,6 +28,10 @@ type Options struct {
 	// tools are not registered, run_python rejects script_name, and nothing
 	// is autosaved.
 	Scripts *scripts.Store
+	// MaxResultChars is the characters a tool result carries by default
+	// (0: present.DefaultBudget); MaxResultCap is the most a call's
+	// max_output_chars may ask for (0: 10x the default).
+	MaxResultChars, MaxResultCap int
 }
 
 const instructions = `pyexec runs Python for you without any shell quoting: pass source in "code" (or a workspace file in "script_path") and it is written to a file and run as "python -u FILE". ` +
@@ -53,7 +58,7 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	t := &tools{ex: ex, log: logger, scripts: opts.Scripts}
+	t := &tools{ex: ex, log: logger, scripts: opts.Scripts, resultChars: opts.MaxResultChars, resultCap: max(opts.MaxResultCap, 10*max(opts.MaxResultChars, present.DefaultBudget))}
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 	"github.com/pyexec/pyexec/internal/scripts"
 )
 
@@ -20,6 +21,9 @@ type tools struct {
 	jobs    *jobTools      // nil when the executor has no background jobs (or no toolset needs them)
 	// jobsRegistered: the jobs toolset (tools and job:// resources) is on.
 	jobsRegistered bool
+	// resultChars and resultCap: a result's default size in characters,
+	// and the most a call may ask for (present.Budget).
+	resultChars, resultCap int
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -35,13 +39,16 @@ type RunPythonInput struct {
 	engine.Request
 	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
 	JobOptions
+	OutputBudget
 	Rendering
 }
 
-// RunPythonOutput is the structured result of run_python.
+// RunPythonOutput is the structured result of run_python. Its streams and
+// displays are cut to the same budget as the text content.
 type RunPythonOutput struct {
 	engine.Result
 	Handoff
+	present.Extra
 }
 
 // RunPythonBatchInput is the input of run_python_batch.
@@ -52,6 +59,7 @@ type RunPythonBatchInput struct {
 	MaxWorkers int              `json:"max_workers,omitempty" jsonschema:"Most snippets run at once (default: the server's core count, capped by its --max-workers)."`
 	Cwd        string           `json:"cwd,omitempty" jsonschema:"Working directory (inside the workspace) for each snippet that does not set its own."`
 	BatchJobOptions
+	OutputBudget
 	Rendering
 }
 
@@ -70,7 +78,8 @@ func (t *tools) registerCore(srv *mcp.Server) {
 			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree. " +
 			"Packages: list them in dependencies (PEP 508) or in a PEP 723 `# /// script` block; they are installed once with uv into a cached environment, so repeated calls start as fast as plain Python. " +
 			"A script inside a pyproject.toml project runs in that project's environment.",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+		OutputSchema: runPythonOutputSchema(),
 	}, t.runPython)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "run_python_batch",
@@ -106,6 +115,10 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 	if err := in.JobOptions.check(false); err != nil {
 		return nil, RunPythonOutput{}, err
 	}
+	budget, err := t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, RunPythonOutput{}, err
+	}
 	if inline {
 		t.autosave("run_python", in.Request, "")
 	}
@@ -113,15 +126,19 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
-	out := RunPythonOutput{Result: res}
-	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
+	r, out := t.presentRun(in, res, budget)
+	return r, out, nil
 }
 
-func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in RunPythonBatchInput) (*mcp.CallToolResult, executor.BatchResult, error) {
+func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in RunPythonBatchInput) (*mcp.CallToolResult, BatchOutput, error) {
+	budget, err := t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, BatchOutput{}, err
+	}
 	var reqs []engine.Request
 	switch {
 	case len(in.Codes) > 0 && len(in.Requests) > 0:
-		return nil, executor.BatchResult{}, fmt.Errorf("codes: give either codes or requests, not both")
+		return nil, BatchOutput{}, fmt.Errorf("codes: give either codes or requests, not both")
 	case len(in.Codes) > 0:
 		for _, code := range in.Codes {
 			reqs = append(reqs, engine.Request{Code: code})
@@ -142,14 +159,19 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 		if err == nil {
 			t.autosaveBatch(reqs, out)
 		}
-		return res, out, err
+		items := make([]BatchOutputItem, len(out.Results))
+		for i, it := range out.Results {
+			items[i] = BatchOutputItem{BatchItem: it}
+		}
+		return res, BatchOutput{Results: items}, err
 	}
-	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
+	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers, OutputBudget: budget}, progressTo(ctx, req))
 	if err != nil {
-		return nil, executor.BatchResult{}, err
+		return nil, BatchOutput{}, err
 	}
 	t.autosaveBatch(reqs, out)
-	return render(in.Rendering, out, func() string { return renderBatch(out) }), out, nil
+	res, view := t.presentBatch(in.Rendering, reqs, out, budget)
+	return res, view, nil
 }
 
 func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in ServerInfoInput) (*mcp.CallToolResult, executor.Info, error) {

@@ -98,3 +98,15 @@ func clip(text string, limit int) (string, bool) {
 	cut := runeStart(text, limit-60)
 	return text[:cut] + fmt.Sprintf("\n[... %s more bytes not shown]", commas(int64(len(text)-cut))), true
 }
+
+// CutOutput fits two streams (such as a handed-off run's output so far)
+// into budget characters, with markers saying where the rest is.
+func CutOutput(stdout, stderr string, outBytes, errBytes int64, budget int, where Where) (string, string, bool) {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	got := share([]int{len(stdout), len(stderr)}, streamBudget(budget))
+	o := cutStream("stdout", stdout, outBytes, 0, got[0], where)
+	e := cutStream("stderr", stderr, errBytes, 0, got[1], where)
+	return o.Text, e.Text, o.Cut || e.Cut
+}

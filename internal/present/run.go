@@ -158,7 +158,7 @@ func writeStream(b *strings.Builder, s Stream, present bool) {
 // WriteFenced writes text in a backtick fence longer than any run of
 // backticks inside it.
 func WriteFenced(b *strings.Builder, text string) {
-	fence := fenceFor(text)
+	fence := FenceFor(text)
 	fmt.Fprintf(b, "%s\n%s", fence, text)
 	if !strings.HasSuffix(text, "\n") {
 		b.WriteByte('\n')
@@ -166,7 +166,8 @@ func WriteFenced(b *strings.Builder, text string) {
 	fmt.Fprintf(b, "%s\n", fence)
 }
 
-func fenceFor(s string) string {
+// FenceFor returns a backtick fence longer than any run of backticks in s.
+func FenceFor(s string) string {
 	longest, run := 0, 0
 	for _, c := range s {
 		if c == '`' {
@@ -261,18 +262,16 @@ func presentDisplays(ds []engine.Display, budget int, v *View) ([]engine.Display
 		text, _ := clip(bestText(d), max(got[i], 200))
 		fmt.Fprintf(&b, "%d. ", i+1)
 		if img != "" {
-			b.WriteString(img)
-			if d.Source == "figure" {
-				text = ""
-			} else {
-				b.WriteString(" ")
-			}
+			b.WriteString(img + " ")
 		}
-		if strings.Contains(text, "\n") && !strings.HasPrefix(text, "|") {
+		switch {
+		case strings.HasPrefix(text, "|"): // a table: its own block
+			b.WriteString("\n\n" + text + "\n\n")
+		case strings.Contains(text, "\n"):
 			b.WriteString("\n")
 			WriteFenced(&b, text)
-		} else {
-			b.WriteString(strings.ReplaceAll(text, "\n", "\n   ") + "\n")
+		default:
+			b.WriteString(text + "\n")
 		}
 	}
 	return out, b.String()
