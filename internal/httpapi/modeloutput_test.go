@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,8 +37,10 @@ func modelSessions(t *testing.T) (fixture, map[string]*mcp.ClientSession) {
 	hot := withJobs(t, f2.local(t, warm))
 	f3 := f
 	f3.stateDir = t.TempDir()
-	ts, _ := serve(t, withJobs(t, f3.local(t, warm)), func(o *httpapi.Options) { o.Token = "tok" })
-	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
+	ts, _ := serve(t, withJobs(t, f3.local(t, warm)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = time.Minute })
+	// A generous buffer: the first info call lists interpreters, slow on a
+	// loaded machine.
+	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok", TimeoutBuffer: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,4 +273,3 @@ print("done")
 	}
 }
 
-var _ = fmt.Sprint

@@ -82,3 +82,30 @@ func TestEphemeralRunKeptWhenOutputOutgrowsSpill(t *testing.T) {
 		})
 	}
 }
+
+// TestEphemeralHandoffKeepsOutputSoFar: at the handoff a lazy job is
+// written out with what it printed so far.
+func TestEphemeralHandoffKeepsOutputSoFar(t *testing.T) {
+	m, f, _ := openTest(t, nil)
+	got := make(chan SyncOutcome, 1)
+	go func() {
+		out, err := m.RunSync(context.Background(), code("x"), SyncOptions{Budget: 100 * time.Millisecond, Ephemeral: true, SpillAt: 1 << 20})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- out
+	}()
+	c := f.next(t)
+	c.stdout(t, "so far\n")
+	out := <-got
+	if !out.HandedOff() || out.Output == nil || out.Output.Stdout != "so far\n" {
+		t.Fatalf("handoff = %+v", out.Output)
+	}
+	c.stdout(t, "rest\n")
+	c.exit(t, 0)
+	waitDone(t, m, out.Job.ID)
+	ch, err := m.Output(context.Background(), out.Job.ID, Cursor{})
+	if err != nil || ch.Stdout != "so far\nrest\n" {
+		t.Fatalf("output = %q, %v", ch.Stdout, err)
+	}
+}
