@@ -5,7 +5,11 @@
 //     (target: ratio at most 1.1);
 //   - cold: a first run with two dependencies (nothing cached, not even
 //     uv's wheel cache) vs `uv run --no-project --with A --with B python FILE`
-//     under the same conditions (target: no slower than uv).
+//     under the same conditions (target: no slower than uv);
+//   - confined: the same first run when the environment must be built
+//     confined (the same two wheels named as file: requirements in the
+//     workspace, which pyexec builds only in the run's sandbox, as the run
+//     user, with a private uv cache), vs the trusted wheels-only pass.
 //
 // Usage: go run ./bench/depsbench [-warm 30] [-cold 5]
 package main
@@ -103,7 +107,17 @@ func run(warmN, coldN int) error {
 	if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
 		return err
 	}
-	var coldPyexec, coldUV []time.Duration
+	// The same wheels inside the workspace, as local requirements: these
+	// go the confined way.
+	local := filepath.Join(ws, "wheels")
+	if _, err := wheels.Build(local, wheels.Standard()...); err != nil {
+		return err
+	}
+	localDeps := []string{
+		"pyexec-alpha @ file://" + filepath.Join(local, "pyexec_alpha-2.0-py3-none-any.whl"),
+		"pyexec-beta @ file://" + filepath.Join(local, "pyexec_beta-1.0-py3-none-any.whl"),
+	}
+	var coldPyexec, coldUV, coldConfined []time.Duration
 	for i := range coldN {
 		e, err := newEngine(filepath.Join(root, fmt.Sprintf("state-cold-%d", i)))
 		if err != nil {
@@ -128,10 +142,23 @@ func run(warmN, coldN int) error {
 			return fmt.Errorf("uv run: %v: %s", err, out)
 		}
 		coldUV = append(coldUV, time.Since(start))
+
+		c, err := newEngine(filepath.Join(root, fmt.Sprintf("state-confined-%d", i)))
+		if err != nil {
+			return err
+		}
+		if _, err := c.DefaultInterpreter(ctx); err != nil {
+			return err
+		}
+		if d, err = once(c, engine.Request{Code: code, Dependencies: localDeps}); err != nil {
+			return err
+		}
+		coldConfined = append(coldConfined, d)
+		c.Close()
 	}
 
 	wd, wn := median(warmDeps), median(warmNone)
-	cp, cu := median(coldPyexec), median(coldUV)
+	cp, cu, cc := median(coldPyexec), median(coldUV), median(coldConfined)
 	fmt.Printf("interpreter: %s (Python %s); uv: %s\n\n", interp.Path, interp.Version, uv)
 	fmt.Println("| case | runs | median | p95 | ratio |")
 	fmt.Println("|---|---|---|---|---|")
@@ -139,6 +166,7 @@ func run(warmN, coldN int) error {
 	fmt.Printf("| warm: no dependencies | %d | %s | %s | 1.00 |\n", warmN, ms(wn), ms(p95(warmNone)))
 	fmt.Printf("| cold: pyexec first run, 2 dependencies | %d | %s | %s | %.2f x uv run (target <= 1.00) |\n", coldN, ms(cp), ms(p95(coldPyexec)), float64(cp)/float64(cu))
 	fmt.Printf("| cold: uv run --no-project --with A --with B | %d | %s | %s | 1.00 |\n", coldN, ms(cu), ms(p95(coldUV)))
+	fmt.Printf("| cold: pyexec first run, 2 local (file:) dependencies, built confined | %d | %s | %s | %.2f x the wheels-only first run |\n", coldN, ms(cc), ms(p95(coldConfined)), float64(cc)/float64(cp))
 	return nil
 }
 

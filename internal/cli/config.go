@@ -80,11 +80,17 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	ruff, err := f.deps.ruffPath()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := engine.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return executor.NewLocal(eng, Version, f.maxWorkers), nil
+	l := executor.NewLocal(eng, Version, f.maxWorkers)
+	l.SetRuff(ruff)
+	return l, nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

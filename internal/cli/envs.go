@@ -6,12 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/quality"
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
@@ -25,6 +30,7 @@ type depsFlags struct {
 	projectSync string
 	noProject   bool
 	uv          string
+	ruff        string
 }
 
 func (f *depsFlags) register(fs *flag.FlagSet) {
@@ -37,6 +43,25 @@ func (f *depsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.projectSync, "project-sync", "", `how project environments follow uv.lock: "" like uv run (re-lock when outdated), "locked" (fail when outdated) or "frozen" (install the lock as is)`)
 	fs.BoolVar(&f.noProject, "no-project", false, "do not run scripts inside a pyproject.toml project in that project's environment")
 	fs.StringVar(&f.uv, "uv", "", "uv binary used to build environments (default: found on PATH, past pyenv shims)")
+	fs.StringVar(&f.ruff, "ruff", "", "ruff binary format_code and lint_code run (default: ruff "+quality.RuffVersion+", installed once by uv into the pyexec-ruff tool environment)")
+}
+
+// ruffPath checks --ruff: an existing executable, made absolute.
+func (f *depsFlags) ruffPath() (string, error) {
+	if f.ruff == "" {
+		return "", nil
+	}
+	p, err := exec.LookPath(f.ruff)
+	if err != nil {
+		return "", fmt.Errorf("--ruff %s: %w", f.ruff, err)
+	}
+	if p, err = filepath.Abs(p); err != nil {
+		return "", fmt.Errorf("--ruff %s: %w", f.ruff, err)
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	}
+	return p, nil
 }
 
 func (f *depsFlags) config() engine.DepsConfig {
@@ -55,10 +80,18 @@ func (f *depsFlags) config() engine.DepsConfig {
 	}
 }
 
-// runEnvs lists and prunes the dependency environment cache.
+// envsUsage is the synopsis of `pyexec envs`.
+const envsUsage = `Usage:
+  pyexec envs list [--json]
+  pyexec envs create NAME --with PKG [--with PKG...] [--python-version 3.12] [--json]
+  pyexec envs delete NAME [--json]
+  pyexec envs prune [--all] [--unused-for DURATION] [--max-size SIZE] [--json]
+Named environments (create) are pinned: prune and LRU eviction never remove them.`
+
+// runEnvs lists, creates, deletes and prunes dependency environments.
 func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "prune") {
-		fmt.Fprintln(stderr, "Usage: pyexec envs list [--json] | pyexec envs prune [--all] [--unused-for DURATION] [--max-size SIZE]")
+	if len(args) == 0 || !slices.Contains([]string{"list", "create", "delete", "prune"}, args[0]) {
+		fmt.Fprintln(stderr, envsUsage)
 		return 2
 	}
 	sub := args[0]
@@ -68,65 +101,120 @@ func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		all       bool
 		unusedFor time.Duration
 		maxSize   byteSize
+		with      listFlag
+		pyVersion string
 	)
-	fs := newFlagSet("envs "+sub, "envs "+sub+" [flags]", stderr, engineAliases)
+	synopsis := "envs " + sub + " [flags]"
+	if sub == "create" || sub == "delete" {
+		synopsis = "envs " + sub + " NAME [flags]"
+	}
+	fs := newFlagSet("envs "+sub, synopsis, stderr, engineAliases)
 	ef.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	if sub == "prune" {
-		fs.BoolVar(&all, "all", false, "remove every environment not in use")
+	switch sub {
+	case "prune":
+		fs.BoolVar(&all, "all", false, "remove every environment not in use (named ones stay)")
 		fs.DurationVar(&unusedFor, "unused-for", 0, "remove environments not used for this long, like 168h")
 		fs.Var(&maxSize, "max-size", "evict least recently used environments until the cache fits this size, like 2GiB")
+	case "create":
+		fs.Var(&with, "with", "a requirement to install (PEP 508; repeatable)")
+		fs.StringVar(&pyVersion, "python-version", "", "installed Python version to build on (default: the default interpreter)")
 	}
-	if code, ok := parseFlags(fs, args[1:], engineAliases, stderr); !ok {
+	rest := args[1:]
+	name := ""
+	if (sub == "create" || sub == "delete") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	if code, ok := parseFlags(fs, rest, engineAliases, stderr); !ok {
 		return code
 	}
-	cfg, err := ef.config()
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec envs: %v\n", err)
+	if (sub == "create" || sub == "delete") && name == "" {
+		fmt.Fprintf(stderr, "pyexec envs %s: give the environment's name first\n%s\n", sub, envsUsage)
 		return 2
 	}
-	eng, err := engine.New(cfg)
+	local, err := ef.executor()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec envs: %v\n", err)
 		return 1
 	}
-	envs := eng.Environments()
-	if sub == "prune" {
+	defer local.Engine().Close()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "pyexec envs %s: %v\n", sub, err)
+		return 1
+	}
+	switch sub {
+	case "prune":
 		if !all && unusedFor == 0 && maxSize == 0 {
 			fmt.Fprintln(stderr, "pyexec envs prune: say what to remove: --all, --unused-for or --max-size")
 			return 2
 		}
-		res, err := envs.Prune(ctx, uvenv.PruneOptions{All: all, UnusedFor: unusedFor, MaxBytes: int64(maxSize)})
+		res, err := local.Engine().Environments().Prune(ctx, uvenv.PruneOptions{All: all, UnusedFor: unusedFor, MaxBytes: int64(maxSize)})
 		if err != nil {
-			fmt.Fprintf(stderr, "pyexec envs prune: %v\n", err)
-			return 1
+			return fail(err)
 		}
 		if asJSON {
 			return writeJSON(stdout, res)
 		}
 		fmt.Fprintf(stdout, "removed %d environments (%s); kept %d (%s)\n", len(res.Removed), byteSize(res.FreedBytes), res.Kept, byteSize(res.KeptBytes))
 		return 0
+	case "create":
+		t := &terminal{stderr: stderr}
+		e, err := local.CreateEnv(ctx, executor.EnvCreateRequest{Name: name, Dependencies: with, PythonVersion: pyVersion}, func(p executor.Progress) {
+			t.mu.Lock()
+			fmt.Fprintf(stderr, "pyexec: %s\n", p.Message)
+			t.mu.Unlock()
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if asJSON {
+			return writeJSON(stdout, e)
+		}
+		fmt.Fprintf(stdout, "created %s: Python %s, %s, %s\nrun in it with: pyexec run --use-env %s script.py\n", name, e.PythonVersion, strings.Join(e.Resolved, " "), byteSize(e.SizeBytes), name)
+		return 0
+	case "delete":
+		res, err := local.DeleteEnv(ctx, name)
+		if err != nil {
+			return fail(err)
+		}
+		if asJSON {
+			return writeJSON(stdout, res)
+		}
+		fmt.Fprintf(stdout, "deleted %s", name)
+		if res.Removed {
+			fmt.Fprintf(stdout, " (%s freed)", byteSize(res.FreedBytes))
+		}
+		if res.Note != "" {
+			fmt.Fprintf(stdout, "; %s", res.Note)
+		}
+		fmt.Fprintln(stdout)
+		return 0
 	}
-	list, err := envs.List(ctx)
+	list, err := local.Envs(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "pyexec envs list: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	if asJSON {
-		if list == nil {
-			list = []uvenv.EnvInfo{}
-		}
-		return writeJSON(stdout, list)
+		return writeJSON(stdout, list.Envs)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tSTRATEGY\tPYTHON\tSIZE\tLAST USED\tIN USE\tPACKAGES")
-	for _, e := range list {
+	fmt.Fprintln(w, "KEY\tNAMES\tSTRATEGY\tPYTHON\tSIZE\tLAST USED\tIN USE\tPACKAGES")
+	for _, e := range list.Envs {
 		what := strings.Join(e.Resolved, " ")
 		if e.ProjectDir != "" {
 			what = e.ProjectDir + ": " + what
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", e.Key, e.Strategy, e.PythonVersion, byteSize(e.SizeBytes),
-			e.LastUsed.Format(time.DateTime), e.InUse, what)
+		if !e.Built {
+			what = strings.Join(e.Requirements, " ") + " (not built: rebuilt at next use)"
+		}
+		names, last := "-", "-"
+		if len(e.Names) > 0 {
+			names = strings.Join(e.Names, ",")
+		}
+		if !e.LastUsed.IsZero() {
+			last = e.LastUsed.Format(time.DateTime)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", e.Key, names, e.Strategy, e.PythonVersion, byteSize(e.SizeBytes), last, e.InUse, what)
 	}
 	w.Flush()
 	return 0

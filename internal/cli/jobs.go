@@ -10,6 +10,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/pgdb"
 	"github.com/pyexec/pyexec/internal/present"
 )
 
@@ -20,6 +21,11 @@ type jobFlags struct {
 	maxConcurrent int
 	maxQueue      int
 	resultChars   int
+
+	// Set by serve for a shared store (store.go).
+	db       *pgdb.DB
+	nodeID   string
+	nodeLost time.Duration
 }
 
 // jobAliases are the seed's names for the job flags.
@@ -61,6 +67,9 @@ func (f *jobFlags) open(ctx context.Context, l *executor.Local, logger *slog.Log
 		MaxQueue:      f.maxQueue,
 		JobTimeout:    timeout,
 		Logger:        logger,
+		DB:            f.db,
+		NodeID:        f.nodeID,
+		NodeLostAfter: f.nodeLost,
 	})
 }
 

@@ -87,7 +87,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer store.Close()
 	logger.Debug("MCP tools", "toolsets", toolsets)
 	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store, MaxResultChars: jf.resultChars})
-	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	if err := srv.Run(ctx, mcpserver.TaskTransport(&mcp.StdioTransport{})); err != nil && ctx.Err() == nil {
 		logger.Error("MCP server stopped", "err", err)
 		return 1
 	}

@@ -35,6 +35,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&req.EnvFile, "env-file", "", ".env file (inside the workspace) loaded before --env")
 	fs.Var(&envVars, "env", "KEY=VALUE environment variable for the run (repeatable)")
 	fs.Var(&with, "with", "dependency (PEP 508, like 'requests>=2') installed for the run with uv into a cached environment (repeatable)")
+	fs.StringVar(&req.Env, "use-env", "", "run in this named environment (pyexec envs create NAME --with PKG)")
 
 	before, after := splitDashDash(args)
 	var positional []string

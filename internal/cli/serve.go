@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pyexec/pyexec/internal/cluster"
 	"github.com/pyexec/pyexec/internal/httpapi"
 )
 
@@ -28,6 +29,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		ef             engineFlags
 		jf             jobFlags
 		mf             mcpFlags
+		sf             storeFlags
 		listen, token  string
 		insecureNoAuth bool
 		maxInFlight    int
@@ -39,6 +41,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	ef.register(fs)
 	jf.register(fs)
 	mf.register(fs)
+	sf.register(fs)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on, HOST:PORT (also EXECUTION_HOST and EXECUTION_PORT)")
 	fs.StringVar(&token, "token", "", "bearer token required on every route but /health (required to listen beyond loopback)")
 	fs.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without a token (anyone who can connect can run code)")
@@ -58,6 +61,14 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(stderr, logLevel)
+	rep, err := sf.openReplica(ctx, &jf, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 2
+	}
+	if rep != nil {
+		defer rep.leave() // after the jobs are closed
+	}
 	jx, closeLocal, err := openLocal(ctx, &ef, &jf, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
@@ -71,18 +82,28 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	defer store.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 1
+	}
+	defer ln.Close()
+	var router *cluster.Router
+	if rep != nil {
+		if err := rep.join(ctx, &sf, ln, jx, logger); err != nil {
+			fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+			return 1
+		}
+		router = rep.router
+	}
 	srv, err := httpapi.NewServer(httpapi.Options{
 		Executor: jx, Version: Version, Token: token, Logger: logger, SyncBudget: jf.budget(), MaxResultChars: jf.resultChars,
 		Toolsets: toolsets, Scripts: store,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
 		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
+		Router:    router,
 	})
-	if err != nil {
-		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
-		return 1
-	}
-	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 1

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,11 +15,13 @@ import (
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/uvenv"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Engine runs Python requests. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
+	ws      *workspace.Root // the path rules (package workspace)
 	interps interpreters
 	envs    *uvenv.Manager // dependency environments (environment.go)
 	caps    capsCache      // what the kernel can enforce (sandbox.go)
@@ -40,11 +43,19 @@ func New(cfg Config) (*Engine, error) {
 	if err := writePyrt(pyrtDir(cfg.StateDir)); err != nil {
 		return nil, err
 	}
-	envs, err := newEnvironments(cfg)
+	ws, err := workspace.NewRoot(cfg.Workspace)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
+	var e *Engine
+	envs, err := newEnvironments(cfg, func(ctx context.Context, c uvenv.Command) (int, error) {
+		return e.buildConfiner(&Request{})(ctx, c) // the server's own sandbox settings
+	})
+	if err != nil {
+		return nil, err
+	}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
+	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
 }
@@ -122,6 +133,7 @@ type prepared struct {
 	uv       *envUse // the uv environment the run uses, or nil
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
+	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
 
 	sandbox      *sandbox.Spec
 	sandboxNotes []string
@@ -142,19 +154,29 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	if err != nil {
 		return nil, err
 	}
+	rights, err := e.readRights(req, cwd)
+	if err != nil {
+		return nil, err
+	}
 	var file string
+	src := []byte(req.Code)
 	if req.ScriptPath != "" {
 		if file, err = e.resolveScript(req.ScriptPath, cwd); err != nil {
+			return nil, err
+		}
+		// Read once, race-free and as the run user would (for its PEP 723
+		// block); Python itself then opens it confined.
+		if src, err = e.readWorkspaceFile("script_path", req.ScriptPath, file, rights, maxSourceBytes); err != nil {
 			return nil, err
 		}
 	} else if file, err = e.writeCode(req.Code); err != nil {
 		return nil, err
 	}
-	interp, strategy, err := e.chooseInterpreter(ctx, req, cwd)
+	interp, strategy, err := e.chooseInterpreter(ctx, req, cwd, rights)
 	if err != nil {
 		return nil, err
 	}
-	uv, err := e.environment(ctx, req, file, cwd, interp, obs)
+	uv, err := e.environment(ctx, req, src, file, cwd, interp, rights, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -177,13 +199,13 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		env.set("PYEXEC_CODE_FILE", file) // tracebacks call it <code>
 	}
 	x.applyBefore(env)
-	if err := e.applyRequestEnv(env, req, cwd); err != nil {
+	if err := e.applyRequestEnv(env, req, cwd, rights); err != nil {
 		os.RemoveAll(tmpDir)
 		return nil, err
 	}
 	x.applyAfter(env)
 	// A preamble's wrapper script must stay readable under confinement.
-	ro := append(slices.Clone(x.PythonPath), pyrtDir(e.cfg.StateDir))
+	ro := append(append(slices.Clone(x.PythonPath), x.ReadOnly...), pyrtDir(e.cfg.StateDir))
 	for _, a := range req.Preamble {
 		if filepath.IsAbs(a) {
 			ro = append(ro, a)
@@ -204,7 +226,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
-		sandbox: box, sandboxNotes: boxNotes,
+		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }
 

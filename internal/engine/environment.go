@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"net/url"
 	"path/filepath"
+	"strings"
 
 	"github.com/pyexec/pyexec/internal/uvenv"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Execution strategies of runs in uv-built environments.
@@ -41,8 +43,12 @@ type EnvironmentObserver interface {
 // Environments is the engine's environment cache (for `envs list|prune`).
 func (e *Engine) Environments() *uvenv.Manager { return e.envs }
 
-func newEnvironments(cfg Config) (*uvenv.Manager, error) {
+// newEnvironments opens the environment cache; confine runs the builds
+// that execute package code when a build's request gives no settings of
+// its own (a named environment rebuilt on demand).
+func newEnvironments(cfg Config, confine uvenv.Confiner) (*uvenv.Manager, error) {
 	m, err := uvenv.New(uvenv.Config{
+		Confine:     confine,
 		StateDir:    cfg.StateDir,
 		UV:          cfg.Deps.UV,
 		Index:       cfg.Deps.Index,
@@ -91,34 +97,46 @@ func (u *envUse) resolvedDependencies() []string {
 // Without any of these it returns nil and never touches uv, so runs without
 // dependencies work on machines without uv. The envUse must be done() when
 // the run is over (the env cannot be evicted until then).
-func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string, interp Interpreter, obs Observer) (*envUse, error) {
-	src := []byte(req.Code)
+//
+// src is the code or the script's content (read race-free as the run user);
+// the project's files are read the same way. Builds that execute code run
+// under the request's sandbox (buildConfiner).
+func (e *Engine) environment(ctx context.Context, req *Request, src []byte, file, cwd string, interp Interpreter, rights workspace.Rights, obs Observer) (*envUse, error) {
+	if req.Env != "" {
+		return e.namedEnvironment(ctx, req, obs) // named.go
+	}
 	field := "code"
 	if req.ScriptPath != "" {
 		field = "script_path"
-		var err error
-		if src, err = os.ReadFile(file); err != nil {
-			return nil, fmt.Errorf("read script: %w", err)
-		}
 	}
 	meta, err := uvenv.ParseScriptMetadata(src)
 	if err != nil {
 		return nil, badRequest(field, "%v", err)
 	}
-	if _, err := uvenv.NormalizeRequirements(req.Dependencies); err != nil {
-		return nil, badRequest("dependencies", "%v", err)
+	blockReqs, err := e.localRequirements(meta.Dependencies, cwd, "the PEP 723 block of "+field+": ")
+	if err != nil {
+		return nil, err
 	}
+	reqReqs, err := e.localRequirements(req.Dependencies, cwd, "")
+	if err != nil {
+		return nil, err
+	}
+	files := workspace.Files{Root: e.ws, Rights: rights, Limit: maxSourceBytes}
 	spec := uvenv.Spec{
-		Requirements:   append(append([]string(nil), meta.Dependencies...), req.Dependencies...),
+		Requirements:   append(blockReqs, reqReqs...),
 		RequiresPython: meta.RequiresPython,
+		WorkspaceRoot:  e.cfg.Workspace,
+		Files:          files,
 	}
-	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects {
+	if !meta.Found && req.Python == "" && !e.cfg.Deps.NoProjects && !req.NoProject {
 		start := cwd
 		if req.ScriptPath != "" {
 			start = filepath.Dir(file)
 		}
-		if dir, found := uvenv.FindProject(start, e.cfg.Workspace); found {
-			spec.ProjectDir, spec.WorkspaceRoot = dir, e.cfg.Workspace
+		// As before: a pyproject.toml that does not parse (or cannot be
+		// read as the run user) is no project.
+		if proj, found, err := uvenv.DetectProject(files, start, e.cfg.Workspace); err == nil && found {
+			spec.ProjectDir = proj.Dir
 		}
 	}
 	if spec.RequiresPython != "" && req.Python == "" && req.PythonVersion == "" {
@@ -135,14 +153,13 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 	if len(spec.Requirements) == 0 && spec.ProjectDir == "" {
 		return nil, nil
 	}
-	// Build on the base interpreter, not on a venv that happens to be in the
-	// cwd: a venv's bin/python is a symlink to its base.
-	spec.Python, spec.PythonVersion = interp.Path, interp.Version
-	if isVenv(interp.Path) {
-		if real, err := filepath.EvalSymlinks(interp.Path); err == nil && !isVenv(real) {
-			spec.Python = real
-		}
+	// Build on the trusted base interpreter (uv executes it as the
+	// server), never on a venv or a path a request named.
+	if interp.base == "" {
+		return nil, badRequest("python", "%s is not one of this server's interpreters, nor a virtual environment made from one, so no dependency environment can be built on it (uv would execute it unconfined): ask for a python_version instead", interp.Path)
 	}
+	spec.Python, spec.PythonVersion = interp.base, interp.Version
+	spec.Confine = e.buildConfiner(req)
 
 	var progress uvenv.Progress
 	if eo, ok := obs.(EnvironmentObserver); ok {
@@ -152,7 +169,7 @@ func (e *Engine) environment(ctx context.Context, req *Request, file, cwd string
 	switch {
 	case err == nil:
 		return &envUse{
-			interp:   Interpreter{Path: env.Python, Version: env.PythonVersion, Source: "uv"},
+			interp:   Interpreter{Path: env.Python, Version: env.PythonVersion, Source: "uv", kind: kindEnv, base: env.BasePython},
 			strategy: env.Strategy, resolved: env.Resolved, release: release,
 		}, nil
 	case ctx.Err() != nil:
@@ -199,4 +216,52 @@ func (e *Engine) interpreterFor(ctx context.Context, chosen Interpreter, require
 		have = append(have, it.Version)
 	}
 	return Interpreter{}, badRequest("python_version", "the script requires Python %s, and no installed interpreter matches (available: %v); pyexec never downloads interpreters", requiresPython, have)
+}
+
+// localRequirements checks requirements that name a local path (file: URLs
+// and plain paths): each must resolve inside the workspace, and is passed
+// to uv as the file: URL of what it resolved to. Such requirements are
+// built only confined (package uvenv). Errors name the dependencies field;
+// where says where the requirement came from ("" or "the PEP 723 block of
+// code: ").
+func (e *Engine) localRequirements(reqs []string, cwd, where string) ([]string, error) {
+	const field = "dependencies"
+	out := make([]string, 0, len(reqs))
+	for _, s := range reqs {
+		if s == "" {
+			continue
+		}
+		r, err := uvenv.ParseRequirement(s)
+		if err != nil {
+			return nil, badRequest(field, "%s%v", where, err)
+		}
+		if err := checkRequirementURL(r); err != nil {
+			return nil, badRequest(field, "%s%q: %v", where, s, err)
+		}
+		p := r.LocalPath()
+		if p == "" {
+			out = append(out, s)
+			continue
+		}
+		real, err := e.ws.Resolve(p, cwd)
+		if err != nil {
+			return nil, badRequest(field, "%s%q names a local path, and local requirements must lie inside the workspace: %v", where, s, err)
+		}
+		r.URL = (&url.URL{Scheme: "file", Path: real}).String()
+		out = append(out, r.String())
+	}
+	return out, nil
+}
+
+// checkRequirementURL accepts the URL schemes uv installs from.
+func checkRequirementURL(r uvenv.Requirement) error {
+	if r.URL == "" || r.LocalPath() != "" {
+		return nil
+	}
+	for _, scheme := range []string{"https://", "http://", "git+", "hg+", "svn+", "bzr+"} {
+		if strings.HasPrefix(r.URL, scheme) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the URL scheme is not one uv installs from (https, git+..., file: inside the workspace)")
 }

@@ -23,6 +23,10 @@ type Extras struct {
 	// ExtraFiles are inherited by Python as fd 3, 4, ... in order. The
 	// caller keeps ownership (and closes its copies after the run).
 	ExtraFiles []*os.File
+	// ReadOnly are server-chosen paths the run must be able to read under
+	// its confinement (an operator's --ruff binary), granted like the
+	// interpreter; nothing else about the run changes.
+	ReadOnly []string
 }
 
 func (x Extras) applyBefore(env *runEnv) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Execution strategies reported in Result.ExecutionStrategy.
@@ -28,13 +30,28 @@ type Interpreter struct {
 	Path    string `json:"path" jsonschema:"Interpreter binary that is executed (never a shim)."`
 	Version string `json:"version" jsonschema:"Full version, like 3.11.7."`
 	Source  string `json:"source,omitempty" jsonschema:"Where it was found: default, PATH, pyenv, uv, system."`
+
+	// kind says how far Path can be trusted (trust.go).
+	kind interpKind
+	// base is a trusted interpreter Path runs on: Path itself (or the
+	// interpreter a trusted venv was made from) when trusted, the one a
+	// workspace venv links to, an environment's base; "" when none is
+	// known. uv builds environments on it, unconfined, so it is never a
+	// file a run could have written.
+	base string
 }
 
 // interpreters finds and remembers Pythons. Probing one costs a Python start,
 // so results are cached by path and file identity.
 type interpreters struct {
-	mu     sync.Mutex
-	probes map[string]probeEntry
+	// writable are the trees runs can write (the workspace, the state
+	// dir): nothing in them is ever trusted, whatever finds it.
+	writable []string
+
+	mu       sync.Mutex
+	probes   map[string]probeEntry
+	trusted  trustSet              // what trusted probes found (trust.go)
+	confined map[string]probeEntry // versions learned by confined probes, by path and identity
 
 	listOnce sync.Once
 	list     []Interpreter
@@ -49,8 +66,13 @@ type probeEntry struct {
 const probeScript = "import sys; print(sys.executable); print('%d.%d.%d' % sys.version_info[:3])"
 
 // probe runs path once (without site, for speed) to learn the real
-// executable behind it and its version.
+// executable behind it and its version. It runs it as the server, so it
+// refuses a path whose resolution meets a tree runs can write (trust.go);
+// what it finds is remembered as trusted.
 func (in *interpreters) probe(ctx context.Context, path string) (Interpreter, error) {
+	if err := in.outsideWritable(path); err != nil {
+		return Interpreter{}, err
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return Interpreter{}, fmt.Errorf("interpreter %s: %w", path, err)
@@ -79,9 +101,21 @@ func (in *interpreters) probe(ctx context.Context, path string) (Interpreter, er
 	if len(lines) != 2 || lines[0] == "" {
 		return Interpreter{}, fmt.Errorf("probe interpreter %s: unexpected output %q", path, out)
 	}
-	interp := Interpreter{Path: strings.TrimSpace(lines[0]), Version: strings.TrimSpace(lines[1])}
+	interp := Interpreter{Path: strings.TrimSpace(lines[0]), Version: strings.TrimSpace(lines[1]), kind: kindTrusted}
+	if err := in.outsideWritable(interp.Path); err != nil {
+		return Interpreter{}, fmt.Errorf("probe interpreter %s: %w", path, err)
+	}
+	interp.base = interp.Path
+	if isVenv(interp.Path) {
+		// Environments are built on the base, not on a venv: a venv's
+		// bin/python is a symlink to its base.
+		if real, err := filepath.EvalSymlinks(interp.Path); err == nil && !isVenv(real) {
+			interp.base = real
+		}
+	}
 	in.mu.Lock()
 	in.probes[path] = probeEntry{modTime: fi.ModTime(), size: fi.Size(), interp: interp}
+	in.trusted.add(path, interp)
 	in.mu.Unlock()
 	return interp, nil
 }
@@ -200,7 +234,17 @@ func uvInterpreters(ctx context.Context) []string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, uv, "python", "list", "--only-installed", "--output-format", "json")
-	cmd.Env = append(os.Environ(), "UV_PYTHON_DOWNLOADS=never", "UV_OFFLINE=1")
+	// From /, and without an active environment: uv also reports the
+	// environment of the current directory, which could be a workspace's.
+	cmd.Dir = "/"
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "VIRTUAL_ENV", "CONDA_PREFIX", "UV_PYTHON", "UV_PROJECT_ENVIRONMENT":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "UV_PYTHON_DOWNLOADS=never", "UV_OFFLINE=1")
 	out, err := cmd.Output()
 	if err != nil {
 		return nil
@@ -263,14 +307,19 @@ func compareVersions(a, b string) int {
 }
 
 // chooseInterpreter applies the precedence: explicit path > python_version >
-// the cwd's .venv > the server default.
-func (e *Engine) chooseInterpreter(ctx context.Context, req *Request, cwd string) (Interpreter, string, error) {
+// the cwd's .venv > the server default. An explicit path or a workspace
+// .venv is a file a run may have written: requestInterpreter learns what it
+// needs without executing it as the server (trust.go).
+func (e *Engine) chooseInterpreter(ctx context.Context, req *Request, cwd string, rights workspace.Rights) (Interpreter, string, error) {
 	switch {
 	case req.Python != "":
 		if !filepath.IsAbs(req.Python) {
 			return Interpreter{}, "", badRequest("python", "%q must be an absolute path to an interpreter", req.Python)
 		}
-		it, err := e.interps.probe(ctx, req.Python)
+		if strings.ContainsRune(req.Python, 0) {
+			return Interpreter{}, "", badRequest("python", "contains a NUL byte")
+		}
+		it, err := e.requestInterpreter(ctx, req, cwd, filepath.Clean(req.Python), rights)
 		if err != nil {
 			return Interpreter{}, "", badRequest("python", "%q is not a working Python interpreter: %v", req.Python, err)
 		}
@@ -296,9 +345,9 @@ func (e *Engine) chooseInterpreter(ctx context.Context, req *Request, cwd string
 	}
 	venvPython := filepath.Join(cwd, ".venv", "bin", "python")
 	if _, err := os.Stat(venvPython); err == nil {
-		it, err := e.interps.probe(ctx, venvPython)
+		it, err := e.requestInterpreter(ctx, req, cwd, venvPython, rights)
 		if err != nil {
-			return Interpreter{}, "", fmt.Errorf("use %s: %w", venvPython, err)
+			return Interpreter{}, "", badRequest("cwd", "its .venv cannot be used: %s: %v", venvPython, err)
 		}
 		return it, StrategyVenv, nil
 	}

@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/pyexec/pyexec/internal/workspace"
 )
@@ -76,15 +78,14 @@ func outputDir(tmpDir string) string { return filepath.Join(tmpDir, outputDirNam
 
 // collectOutputs reads what the run left in its output dir. The run wrote
 // it, so it is untrusted: it is opened beneath the dir without following
-// links, bounded in size, and only decoded as JSON and base64.
+// links, with the rights of whoever the run executed as (the owner of its
+// temp dir: what it could read, it could have printed anyway), bounded in
+// size, and only decoded as JSON and base64.
 func collectOutputs(tmpDir string) RunOutputs {
 	var out RunOutputs
-	root, err := workspace.OpenRoot(outputDir(tmpDir), workspace.Identity{})
-	if err != nil {
-		return out // nothing displayed (the usual case)
-	}
-	defer root.Close()
-	f, _, err := root.OpenFile("output", "events.jsonl")
+	dir := outputDir(tmpDir)
+	rights := tmpRights(tmpDir)
+	f, err := workspace.OpenBeneath(dir, "events.jsonl", rights)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			out.OutputNotes = append(out.OutputNotes, "display records unreadable: "+err.Error())
@@ -126,8 +127,8 @@ func collectOutputs(tmpDir string) RunOutputs {
 				if strings.Contains(name, "/") {
 					continue
 				}
-				b, _, err := root.ReadFile("output", name, 0, maxDisplayFile+1)
-				if err != nil || len(b) > maxDisplayFile || total+len(b) > maxDisplayedBytes {
+				b, err := readBeneath(dir, name, rights, maxDisplayFile)
+				if err != nil || total+len(b) > maxDisplayedBytes {
 					out.OutputNotes = append(out.OutputNotes, "an image was too large or unreadable and was dropped")
 					continue
 				}
@@ -152,4 +153,29 @@ func pngSize(b []byte) (int, int) {
 		return 0, 0
 	}
 	return int(binary.BigEndian.Uint32(b[16:20])), int(binary.BigEndian.Uint32(b[20:24]))
+}
+
+// tmpRights are the rights of the user a run executed as, read from its
+// temp dir (the sandbox hands it to that user, or back to root when the
+// run falls back to root without capabilities).
+func tmpRights(tmpDir string) workspace.Rights {
+	var st syscall.Stat_t
+	if err := syscall.Stat(tmpDir, &st); err != nil || int(st.Uid) == os.Geteuid() && os.Geteuid() != 0 {
+		return workspace.ServerRights // the run executed as the server itself
+	}
+	return workspace.Rights{UID: st.Uid, GID: st.Gid}
+}
+
+// readBeneath reads dir/name as OpenBeneath opens it, at most limit bytes.
+func readBeneath(dir, name string, rights workspace.Rights, limit int64) ([]byte, error) {
+	f, err := workspace.OpenBeneath(dir, name, rights)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s is larger than %d bytes", name, limit)
+	}
+	return b, err
 }

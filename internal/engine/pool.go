@@ -30,6 +30,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Warm interpreters.
@@ -187,10 +188,6 @@ type warmPool struct {
 	bg       sync.WaitGroup
 	quit     chan struct{}
 
-	// nulFree remembers inline code files (named by their content hash,
-	// so immutable) already checked for NUL bytes.
-	nulFree map[string]struct{}
-
 	driverOnce sync.Once
 	driverPath string
 	driverErr  error
@@ -240,7 +237,7 @@ func newWarmPool(e *Engine) *warmPool {
 	if cfg.shortRun == 0 {
 		cfg.shortRun = shortRun
 	}
-	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{}, nulFree: map[string]struct{}{},
+	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}}
 	w.bg.Add(1)
 	go w.janitor()
@@ -363,38 +360,13 @@ func (w *warmPool) ineligible(p *prepared) string {
 	if size > maxWarmRequest {
 		return "request too large"
 	}
-	if w.sourceHasNUL(p.argv[2]) {
+	if p.sourceNUL {
 		// How the file tokenizer treats NUL bytes changed within 3.11.x
 		// (older ones stop the line there, newer ones raise SyntaxError);
 		// compile() in the driver cannot reproduce both.
 		return "NUL in source"
 	}
 	return ""
-}
-
-func (w *warmPool) sourceHasNUL(path string) bool {
-	w.mu.Lock()
-	_, ok := w.nulFree[path]
-	w.mu.Unlock()
-	if ok {
-		return false
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false // the run will report it
-	}
-	if bytes.IndexByte(data, 0) >= 0 {
-		return true
-	}
-	if filepath.Dir(path) == codeDir(w.e.cfg.StateDir) {
-		w.mu.Lock()
-		if len(w.nulFree) >= 4096 {
-			clear(w.nulFree)
-		}
-		w.nulFree[path] = struct{}{}
-		w.mu.Unlock()
-	}
-	return false
 }
 
 // warmKey names the zygotes a run can use: its interpreter and what the
@@ -512,10 +484,15 @@ func sameStartupEnv(want map[string]string, env []string) (ok bool, pythonPath s
 // after startup is the same as having them at startup: no entry may hold a
 // module the zygote imported at startup (cold, it would have shadowed it) or
 // a sitecustomize/usercustomize (site imports those at startup).
-func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
+func (z *zygote) pythonPathSafe(pythonPath, cwd string, run *sandbox.Spec) bool {
 	for _, dir := range filepath.SplitList(pythonPath) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cwd, dir)
+		}
+		if !mayList(run, dir) {
+			// The run could not list it: decide nothing from what the
+			// server sees there (it names any directory a request likes).
+			return false
 		}
 		fi, err := os.Stat(dir)
 		if err != nil {
@@ -536,6 +513,35 @@ func (z *zygote) pythonPathSafe(pythonPath, cwd string) bool {
 		}
 	}
 	return true
+}
+
+// mayList reports whether a run confined by spec could list dir: it lies in
+// what the run is granted (bound for it when hidden), or its mode bits let
+// the run-as user read it.
+func mayList(spec *sandbox.Spec, dir string) bool {
+	if spec == nil || spec.RunAs == nil {
+		return true
+	}
+	for _, g := range append(append([]string{spec.Workspace, spec.TmpDir}, spec.ReadOnly...), spec.ReadWrite...) {
+		if g != "" && workspace.Within(g, filepath.Clean(dir)) {
+			return true
+		}
+	}
+	if sandbox.CheckAccess(spec.RunAs, dir, sandbox.AccessRead|sandbox.AccessExec) == nil {
+		return true
+	}
+	// A missing directory holds nothing to import, which the run could
+	// see only if it may search the nearest ancestor that exists.
+	for p := dir; ; {
+		if _, err := os.Lstat(p); err == nil {
+			return p != dir && sandbox.CheckAccess(spec.RunAs, p, sandbox.AccessExec) == nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
+	}
 }
 
 // acquire finds a ready zygote for p (an idle one, if it is confined),
@@ -651,7 +657,7 @@ func (w *warmPool) accepts(z *zygote, p *prepared) (string, bool) {
 	if !ok {
 		return "startup environment differs", false
 	}
-	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir) {
+	if pythonPath != "" && !z.pythonPathSafe(pythonPath, p.dir, p.sandbox) {
 		return "PYTHONPATH shadows a startup module", false
 	}
 	reason := ""

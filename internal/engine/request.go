@@ -23,6 +23,10 @@ type Request struct {
 
 	Dependencies []string `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements to install, like [\"requests>=2\", \"numpy\"]. Added to the script's PEP 723 metadata. Resolved once with uv into a cached environment; later runs with the same list start as fast as runs without."`
 
+	NoProject bool `json:"no_project,omitempty" jsonschema:"Do not run in the environment of a pyproject.toml project around the script (or cwd); dependencies and a PEP 723 block still apply."`
+
+	Env string `json:"env,omitempty" jsonschema:"Name of a named environment (env_create; env_list shows them) to run in: its interpreter and packages are used, and the script's PEP 723 block and any project around it are not. Cannot be combined with dependencies, python or python_version."`
+
 	Timeout float64 `json:"timeout,omitempty" jsonschema:"Hard time limit in seconds; on timeout the whole process tree is killed and partial output is kept. Without it: 30 s for batch entries and plain runs (capped by the server maximum, default 600 s); run_python calls, which can continue as background jobs, are limited by the job timeout (default 3600 s), which also caps this value."`
 
 	Sandbox string          `json:"sandbox,omitempty" jsonschema:"Confinement for this run: workspace (writes only in the workspace and a private temp dir) or strict (also no network and reads limited to Python and the workspace). May only tighten the server's policy."`

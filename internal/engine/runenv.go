@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // runEnv builds the environment of one run: a minimal, safe base (or the
@@ -75,15 +77,19 @@ func (e *Engine) baseEnv(interp Interpreter, strategy, tmpDir string) *runEnv {
 }
 
 // applyRequestEnv layers the env_file and env_vars of req on top of env.
-func (e *Engine) applyRequestEnv(env *runEnv, req *Request, cwd string) error {
+//
+// The env_file is read race-free with the run user's rights: a file the
+// run could not read, or one swapped for a symlink after the path check,
+// is refused (workspace.Root.Open).
+func (e *Engine) applyRequestEnv(env *runEnv, req *Request, cwd string, rights workspace.Rights) error {
 	if req.EnvFile != "" {
 		path, err := e.insideWorkspace("env_file", req.EnvFile, cwd)
 		if err != nil {
 			return err
 		}
-		data, err := os.ReadFile(path)
+		data, err := e.readWorkspaceFile("env_file", req.EnvFile, path, rights, maxEnvFileBytes)
 		if err != nil {
-			return badRequest("env_file", "cannot read %q: %v", req.EnvFile, err)
+			return err
 		}
 		pairs, err := parseDotenv(string(data), env.get)
 		if err != nil {

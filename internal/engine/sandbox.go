@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"hash/crc32"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // capsCache holds the capabilities, detected on first use (Detect starts a
@@ -39,17 +39,28 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 	if err != nil {
 		return nil, nil, err
 	}
-	ro := interpreterDirs(interp.Path)
-	ro = append(ro, file)
+	// Nothing inside the workspace is granted or weighed by name: the
+	// workspace is granted as a whole, and a run may have made any path in
+	// it a symlink to something else by the time the launcher opens it (a
+	// Landlock rule or a bind follows it). Nor does an interpreter path a
+	// request named decide who the run executes as.
+	ro := e.interpreterDirs(interp)
+	if !e.runWritable(file) {
+		ro = append(ro, file)
+	}
 	for _, p := range extraRO {
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil && !e.runWritable(filepath.Clean(p)) {
 			ro = append(ro, p)
 		}
 	}
 	var choice sandbox.RunAsChoice
 	if settings.Policy != sandbox.PolicyNone {
 		// Policy none is the seeds' mode: Python runs as the server does.
-		choice, err = e.runAs.choose(e.cfg.RunAs, cwd, append([]string{interp.Path, file, filepath.Dir(tmpDir)}, ro...), codeDir(e.cfg.StateDir))
+		need := append([]string{filepath.Dir(tmpDir)}, ro...)
+		if interp.kind != kindRequest {
+			need = append(need, interp.Path)
+		}
+		choice, err = e.runAs.choose(e.cfg.RunAs, cwd, need, codeDir(e.cfg.StateDir))
 		if err != nil {
 			return nil, nil, fmt.Errorf("run-as: %w", err)
 		}
@@ -76,6 +87,14 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
 	}
 	return spec, notes, nil
+}
+
+// runWritable reports whether a run may have written path (or made it a
+// symlink): it lies in the workspace, and not in the state dir (which a
+// workspace may contain, e.g. /tmp: the state dir's files are the
+// server's).
+func (e *Engine) runWritable(path string) bool {
+	return e.ws.Contains(path) && !workspace.Within(e.cfg.StateDir, path)
 }
 
 // runAsCache remembers recent run-as choices. Choosing walks every path a
@@ -153,43 +172,6 @@ func (e *Engine) sandboxSettings(req *Request) (sandbox.Settings, error) {
 	}
 	settings.BestEffort = e.cfg.Sandbox.BestEffort
 	return settings, nil
-}
-
-// interpreterDirs are the trees an interpreter needs to read: its prefix
-// (bin/..), the real binary's prefix when it is a symlink (venvs), and the
-// base interpreter's prefix named by a venv's pyvenv.cfg.
-func interpreterDirs(path string) []string {
-	var dirs []string
-	add := func(bin string) {
-		if bin == "" {
-			return
-		}
-		d := filepath.Dir(filepath.Dir(bin))
-		if d != "/" && d != "/usr" {
-			dirs = append(dirs, d)
-		}
-	}
-	add(path)
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		add(real)
-	}
-	if f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(path)), "pyvenv.cfg")); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			k, v, ok := strings.Cut(sc.Text(), "=")
-			if ok && strings.TrimSpace(k) == "home" {
-				add(filepath.Join(strings.TrimSpace(v), "python"))
-			}
-		}
-		f.Close()
-	}
-	var out []string
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err == nil {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // limitNote is the line appended to stderr when a run hit a limit, so a

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"os"
 
 	"github.com/pyexec/pyexec/internal/uvenv"
 )
@@ -15,6 +14,9 @@ func (e *Engine) Validate(ctx context.Context, req Request) error {
 	if err := e.checkSource(&req); err != nil {
 		return err
 	}
+	if err := checkNamedEnv(&req); err != nil {
+		return err
+	}
 	if _, err := e.timeout(req.Timeout); err != nil {
 		return err
 	}
@@ -25,27 +27,35 @@ func (e *Engine) Validate(ctx context.Context, req Request) error {
 	if err != nil {
 		return err
 	}
+	rights, err := e.readRights(&req, cwd)
+	if err != nil {
+		return err
+	}
 	src, field := []byte(req.Code), "code"
 	if req.ScriptPath != "" {
 		file, err := e.resolveScript(req.ScriptPath, cwd)
 		if err != nil {
 			return err
 		}
-		if src, err = os.ReadFile(file); err != nil {
-			return badRequest("script_path", "cannot read %q: %v", req.ScriptPath, err)
+		if src, err = e.readWorkspaceFile("script_path", req.ScriptPath, file, rights, maxSourceBytes); err != nil {
+			return err
 		}
 		field = "script_path"
 	}
-	if _, err := uvenv.ParseScriptMetadata(src); err != nil {
+	meta, err := uvenv.ParseScriptMetadata(src)
+	if err != nil {
 		return badRequest(field, "%v", err)
 	}
-	if _, err := uvenv.NormalizeRequirements(req.Dependencies); err != nil {
-		return badRequest("dependencies", "%v", err)
-	}
-	if _, _, err := e.chooseInterpreter(ctx, &req, cwd); err != nil {
+	if _, err := e.localRequirements(meta.Dependencies, cwd, "the PEP 723 block of "+field+": "); err != nil {
 		return err
 	}
-	return e.applyRequestEnv(&runEnv{vars: map[string]string{}}, &req, cwd)
+	if _, err := e.localRequirements(req.Dependencies, cwd, ""); err != nil {
+		return err
+	}
+	if _, _, err := e.chooseInterpreter(ctx, &req, cwd, rights); err != nil {
+		return err
+	}
+	return e.applyRequestEnv(&runEnv{vars: map[string]string{}}, &req, cwd, rights)
 }
 
 // checkSource enforces exactly one of code and script_path, and the code

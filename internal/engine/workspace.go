@@ -1,82 +1,75 @@
 package engine
 
 import (
-	"errors"
-	"io/fs"
+	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
-// insideWorkspace resolves p (relative paths against base) with every
-// symlink followed, and rejects it unless the result lies in the workspace.
-// Resolving symlinks first is what stops a link inside the workspace from
-// pointing a run at a file outside it.
+// The path rules live in package workspace; here they get the request's
+// field names, and reads get the run user's rights.
+
 func (e *Engine) insideWorkspace(field, p, base string) (string, error) {
-	if strings.ContainsRune(p, 0) {
-		return "", badRequest(field, "contains a NUL byte")
-	}
-	abs := p
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(base, abs)
-	}
-	abs = filepath.Clean(abs)
-	real, err := filepath.EvalSymlinks(abs)
-	if errors.Is(err, fs.ErrNotExist) {
-		// Say "outside" rather than "missing" for paths that could never be
-		// allowed, so probing the host's filesystem reveals nothing.
-		if !within(e.cfg.Workspace, abs) {
-			return "", badRequest(field, "%q is outside the workspace %s", p, e.cfg.Workspace)
-		}
-		return "", badRequest(field, "%q does not exist in the workspace %s", p, e.cfg.Workspace)
-	}
+	real, err := e.ws.Resolve(p, base)
 	if err != nil {
-		return "", badRequest(field, "%q cannot be resolved: %v", p, err)
-	}
-	if !within(e.cfg.Workspace, real) {
-		if real != abs {
-			return "", badRequest(field, "%q resolves (through a symlink) to %s, outside the workspace %s", p, real, e.cfg.Workspace)
-		}
-		return "", badRequest(field, "%q is outside the workspace %s", p, e.cfg.Workspace)
+		return "", badRequest(field, "%v", err)
 	}
 	return real, nil
 }
 
-// within reports whether path equals root or lies below it; both must be
-// clean absolute paths.
-func within(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	if err != nil {
-		return false
-	}
-	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
-}
-
 func (e *Engine) resolveCwd(cwd string) (string, error) {
-	if cwd == "" {
-		return e.cfg.Workspace, nil
-	}
-	dir, err := e.insideWorkspace("cwd", cwd, e.cfg.Workspace)
+	dir, err := e.ws.ResolveDir(cwd)
 	if err != nil {
-		return "", err
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", badRequest("cwd", "%q is not a directory", cwd)
+		return "", badRequest("cwd", "%v", err)
 	}
 	return dir, nil
 }
 
 func (e *Engine) resolveScript(scriptPath, cwd string) (string, error) {
-	if !strings.HasSuffix(scriptPath, ".py") {
-		return "", badRequest("script_path", "%q is not a .py file", scriptPath)
-	}
-	p, err := e.insideWorkspace("script_path", scriptPath, cwd)
+	p, err := e.ws.ResolveScript(scriptPath, cwd)
 	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() {
-		return "", badRequest("script_path", "%q is not a regular file", scriptPath)
+		return "", badRequest("script_path", "%v", err)
 	}
 	return p, nil
+}
+
+// Read limits of files the server reads on a request's behalf.
+const (
+	maxEnvFileBytes = 1 << 20  // an env_file (the run's whole environment is capped at 1 MiB too)
+	maxSourceBytes  = 16 << 20 // a script read for its PEP 723 block, a pyproject.toml, a uv.lock
+)
+
+// readRights are the rights reads on req's behalf are held to: those of
+// the user its run executes as, with the workspace as that run sees it
+// (idmapped or not). Runs under policy none execute as the server.
+func (e *Engine) readRights(req *Request, cwd string) (workspace.Rights, error) {
+	settings, err := e.sandboxSettings(req)
+	if err != nil {
+		return workspace.Rights{}, err
+	}
+	if settings.Policy == sandbox.PolicyNone {
+		return workspace.ServerRights, nil
+	}
+	choice, err := e.runAs.choose(e.cfg.RunAs, cwd, []string{codeDir(e.cfg.StateDir)}, codeDir(e.cfg.StateDir))
+	if err != nil {
+		return workspace.Rights{}, fmt.Errorf("run-as: %w", err)
+	}
+	r := workspace.Rights{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid()),
+		ServerUID: uint32(os.Geteuid()), ServerGID: uint32(os.Getegid())}
+	if choice.Cred != nil {
+		r.UID, r.GID, r.Idmapped = choice.Cred.UID, choice.Cred.GID, choice.IdmappedWorkspace
+	}
+	return r, nil
+}
+
+// readWorkspaceFile reads path, as the path rules resolved it, for field:
+// a symlink found on it now appeared since, and is refused.
+func (e *Engine) readWorkspaceFile(field, name, path string, rights workspace.Rights, limit int64) ([]byte, error) {
+	data, err := e.ws.ReadFile(path, rights, limit)
+	if err != nil {
+		return nil, badRequest(field, "cannot read %q: %v", name, err)
+	}
+	return data, nil
 }

@@ -42,6 +42,13 @@ type SyncOptions struct {
 	// cannot all go inline) is kept as a job so its full output stays
 	// readable; one with less leaves nothing behind. 0: present's default.
 	OutputBudget int
+	// Keep keeps the backing job after a run that ended within the budget
+	// (normally removed: only handed-off runs appear in list_jobs). An MCP
+	// task's run keeps its job, so get_job and list_jobs see it.
+	Keep bool
+	// OnJob, when set, hears the backing job once it exists (executors
+	// whose synchronous runs have one).
+	OnJob func(jobs.Job)
 }
 
 // Outcome is a synchronous run's result, or the job it became.
@@ -107,10 +114,17 @@ func (l *Local) runJob(ctx context.Context, req engine.Request, o jobs.RunOption
 // beat, and at once when the script reports progress.
 func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts SyncOptions, progress ProgressFunc) (Outcome, error) {
 	hb := &jobHeartbeat{m: l.m, progress: progress, start: time.Now()}
-	so := jobs.SyncOptions{Label: opts.Label, Budget: opts.Budget, Ephemeral: true}
-	keepFor(&so, opts.OutputBudget)
+	so := jobs.SyncOptions{Label: opts.Label, Budget: opts.Budget, Ephemeral: !opts.Keep, OnStart: opts.OnJob}
+	if so.Ephemeral {
+		keepFor(&so, opts.OutputBudget)
+	}
 	if progress != nil {
-		so.OnStart = hb.begin
+		so.OnStart = func(j jobs.Job) {
+			if opts.OnJob != nil {
+				opts.OnJob(j)
+			}
+			hb.begin(j)
+		}
 		so.OnEvent = func(ev jobs.Event) {
 			if ev.Progress != nil {
 				hb.beat(ctx)
@@ -119,7 +133,7 @@ func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts S
 		defer hb.stop()
 	}
 	out, err := l.m.RunSync(ctx, req, so)
-	o := Outcome{Result: out.Result, Job: out.Job, Output: out.Output, Kept: out.Kept}
+	o := Outcome{Result: out.Result, Job: out.Job, Output: out.Output, Kept: out.Kept || opts.Keep}
 	if o.Kept && o.Result != nil {
 		o.Result.OutputJobID = o.Job.ID
 	}

@@ -25,6 +25,8 @@ type Local struct {
 
 	uvOnce    sync.Once
 	uvVersion string
+
+	quality qualityRunner // format and lint (quality.go)
 }
 
 // NewLocal wraps eng. maxWorkers caps batch parallelism (0: the core count).

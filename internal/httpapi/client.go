@@ -270,6 +270,10 @@ func callLine[T any](parent context.Context, c *Client, path string, body any, d
 			return l, nil
 		case l.Progress != nil && progress != nil:
 			progress(fromEvent(l.Progress))
+		case l.Job != nil:
+			if hook, ok := parent.Value(jobHookKey{}).(func(jobs.Job)); ok {
+				hook(*l.Job)
+			}
 		}
 	}
 }

@@ -26,7 +26,7 @@ var _ executor.JobExecutor = (*Client)(nil)
 // sync_budget, streaming progress; the answer is the result or the job the
 // run was handed off to.
 func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts executor.SyncOptions, progress executor.ProgressFunc) (executor.Outcome, error) {
-	if opts.Budget <= 0 && opts.OutputBudget <= 0 {
+	if opts.Budget <= 0 && opts.OutputBudget <= 0 && !opts.Keep {
 		res, err := c.Run(ctx, req, progress)
 		if err != nil {
 			return executor.Outcome{}, err
@@ -37,7 +37,15 @@ func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts exec
 	if err != nil {
 		return executor.Outcome{}, err
 	}
-	body := RunRequest{Request: req, SyncBudget: opts.Budget.Seconds(), JobLabel: opts.Label, OutputBudget: opts.OutputBudget}
+	if opts.Keep {
+		// A kept job has the job limit, not the run maximum, and the
+		// stream's heartbeats tell a live run from a dead server.
+		d = max(d, 24*time.Hour)
+	}
+	body := RunRequest{Request: req, SyncBudget: max(opts.Budget, 0).Seconds(), JobLabel: opts.Label, KeepJob: opts.Keep, OutputBudget: opts.OutputBudget}
+	if opts.OnJob != nil {
+		ctx = context.WithValue(ctx, jobHookKey{}, opts.OnJob)
+	}
 	l, err := callLine[engine.Result](ctx, c, "/v1/run", body, max(d, opts.Budget+c.opts.TimeoutBuffer), progress)
 	if err != nil {
 		return executor.Outcome{}, err
@@ -48,6 +56,10 @@ func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts exec
 	}
 	return executor.Outcome{Result: l.Result, Kept: l.Result != nil && l.Result.OutputJobID != ""}, nil
 }
+
+// jobHookKey carries SyncOptions.OnJob to callLine, which hears the job
+// line of a keep_job stream.
+type jobHookKey struct{}
 
 // Start implements executor.JobExecutor.
 func (c *Client) Start(ctx context.Context, req engine.Request, label string) (jobs.Job, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 // MediaNDJSON asks /v1/run and /v1/batch to stream progress lines before the
@@ -44,6 +45,7 @@ type StreamLine[T any] struct {
 	Result   *T             `json:"result,omitempty" jsonschema:"The final result; the last line of the stream."`
 	Error    *ErrorDetail   `json:"error,omitempty" jsonschema:"The call failed after streaming began; the last line of the stream."`
 	Handoff  *RunHandoff    `json:"handoff,omitempty" jsonschema:"POST /v1/run with sync_budget only: the run outlived its budget and goes on as a background job; the last line of the stream."`
+	Job      *jobs.Job      `json:"job,omitempty" jsonschema:"POST /v1/run with keep_job only: the job the run is, as soon as it exists."`
 }
 
 func toEvent(p executor.Progress) *ProgressEvent {
@@ -174,6 +176,17 @@ func (s *stream[T]) progress(p executor.Progress) {
 	s.line(StreamLine[T]{Progress: toEvent(p)})
 }
 
+func (s *stream[T]) job(j jobs.Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	j.Request = nil
+	s.start()
+	s.line(StreamLine[T]{Job: &j})
+}
+
 func (s *stream[T]) handoff(h *RunHandoff) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,7 +222,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "must be >= 0 seconds"})
 		return
 	}
-	if req.SyncBudget > 0 || (req.OutputBudget > 0 && s.jx != nil) {
+	if req.SyncBudget > 0 || req.KeepJob || (req.OutputBudget > 0 && s.jx != nil) {
 		s.runOrHandoff(w, r, req)
 		return
 	}
@@ -230,12 +243,15 @@ func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunReq
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
 		return
 	}
-	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel, OutputBudget: req.OutputBudget}
+	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel, Keep: req.KeepJob, OutputBudget: req.OutputBudget}
 	var st *stream[engine.Result]
 	var progress executor.ProgressFunc
 	if wantsNDJSON(r) {
 		st = newStream[engine.Result](w)
 		progress = st.progress
+		if req.KeepJob {
+			opts.OnJob = st.job
+		}
 	}
 	o, err := s.jx.RunOrHandoff(r.Context(), req.Request, opts, progress)
 	var h *RunHandoff

@@ -42,6 +42,7 @@ type RunRequest struct {
 	engine.Request
 	SyncBudget float64 `json:"sync_budget,omitempty" jsonschema:"Servers with background jobs: seconds to wait for the result before the run is handed off to a background job (then the answer is 202 with the job and the output so far). 0 (default): wait for the result."`
 	JobLabel   string  `json:"job_label,omitempty" jsonschema:"Label of the background job if the run is handed off."`
+	KeepJob    bool    `json:"keep_job,omitempty" jsonschema:"Servers with background jobs: run as a job that is kept after the run (get_job and list_jobs see it), without a handoff unless sync_budget is set; a streamed answer names the job in a {\"job\": ...} line first. MCP tasks of a remote front end use it."`
 	// OutputBudget: see executor.SyncOptions.
 	OutputBudget int `json:"output_budget,omitempty" jsonschema:"Servers with background jobs: characters of output the caller will show (default 20000). A finished run with more is kept as a job (output_job_id) so its full output stays readable."`
 }

@@ -60,7 +60,21 @@ func getSSE(t *testing.T, url string, headers ...string) *http.Response {
 func TestJobsREST(t *testing.T) {
 	f := newFixture(t)
 	ts, _ := serve(t, withJobs(t, f.local(t, nil)), nil)
-	doc := loadDoc(t, ts.URL)
+	testJobsREST(t, ts.URL, true)
+}
+
+// TestJobsRESTOnReplicas runs the same REST calls through a balancer in
+// front of three replicas on PostgreSQL: every call may land on another
+// replica than the one running the job.
+func TestJobsRESTOnReplicas(t *testing.T) {
+	f := newFixture(t)
+	testJobsREST(t, replicaSet(t, f, 3, nil), false)
+}
+
+// testJobsREST drives the jobs API of the server at base. single says it
+// is one server (its metrics then count every call).
+func testJobsREST(t *testing.T, base string, single bool) {
+	doc := loadDoc(t, base)
 	check := func(method, path string, r response, status int) {
 		t.Helper()
 		if r.status != status {
@@ -78,7 +92,7 @@ func TestJobsREST(t *testing.T) {
 	}
 
 	// Start, then stream the job's output live over SSE.
-	r := do(t, "POST", ts.URL+"/v1/jobs", map[string]any{"code": "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n", "job_label": "sse"})
+	r := do(t, "POST", base+"/v1/jobs", map[string]any{"code": "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n", "job_label": "sse"})
 	check("POST", "/v1/jobs", r, 202)
 	var j jobs.Job
 	r.json(t, &j)
@@ -88,7 +102,7 @@ func TestJobsREST(t *testing.T) {
 	var names []string
 	var stdout strings.Builder
 	var last jobs.Job
-	readSSE(t, getSSE(t, ts.URL+"/v1/jobs/"+j.ID+"/output"), func(ev sseEvent) {
+	readSSE(t, getSSE(t, base+"/v1/jobs/"+j.ID+"/output"), func(ev sseEvent) {
 		names = append(names, ev.name)
 		switch ev.name {
 		case "output":
@@ -111,7 +125,7 @@ func TestJobsREST(t *testing.T) {
 	}
 	// Resuming from an event id sends only what follows it.
 	stdout.Reset()
-	readSSE(t, getSSE(t, ts.URL+"/v1/jobs/"+j.ID+"/output", "Last-Event-ID", "7:0"), func(ev sseEvent) {
+	readSSE(t, getSSE(t, base+"/v1/jobs/"+j.ID+"/output", "Last-Event-ID", "7:0"), func(ev sseEvent) {
 		if ev.name == "output" {
 			var ch jobs.Chunk
 			json.Unmarshal([]byte(ev.data), &ch)
@@ -123,15 +137,15 @@ func TestJobsREST(t *testing.T) {
 	}
 
 	// Plain reads by cursor.
-	r = do(t, "GET", ts.URL+"/v1/jobs/"+j.ID+"/output?stdout_offset=7&wait=1", nil)
+	r = do(t, "GET", base+"/v1/jobs/"+j.ID+"/output?stdout_offset=7&wait=1", nil)
 	check("GET", "/v1/jobs/"+j.ID+"/output", r, 200)
 	var ch jobs.Chunk
 	r.json(t, &ch)
 	if ch.Stdout != "line 1\nline 2\n" || !ch.Done {
 		t.Fatalf("chunk %+v", ch)
 	}
-	check("GET", "/v1/jobs/"+j.ID, do(t, "GET", ts.URL+"/v1/jobs/"+j.ID, nil), 200)
-	r = do(t, "GET", ts.URL+"/v1/jobs?label=sse&include_request=true", nil)
+	check("GET", "/v1/jobs/"+j.ID, do(t, "GET", base+"/v1/jobs/"+j.ID, nil), 200)
+	r = do(t, "GET", base+"/v1/jobs?label=sse&include_request=true", nil)
 	check("GET", "/v1/jobs", r, 200)
 	var l jobs.JobList
 	r.json(t, &l)
@@ -140,59 +154,59 @@ func TestJobsREST(t *testing.T) {
 	}
 
 	// Errors.
-	check("GET", "/v1/jobs/nope", do(t, "GET", ts.URL+"/v1/jobs/nope", nil), 404)
-	check("POST", "/v1/jobs/nope/cancel", do(t, "POST", ts.URL+"/v1/jobs/nope/cancel", nil), 404)
-	check("GET", "/v1/jobs/nope/output", do(t, "GET", ts.URL+"/v1/jobs/nope/output", nil), 404)
-	if r := getSSE(t, ts.URL+"/v1/jobs/nope/output"); r.StatusCode != 404 {
+	check("GET", "/v1/jobs/nope", do(t, "GET", base+"/v1/jobs/nope", nil), 404)
+	check("POST", "/v1/jobs/nope/cancel", do(t, "POST", base+"/v1/jobs/nope/cancel", nil), 404)
+	check("GET", "/v1/jobs/nope/output", do(t, "GET", base+"/v1/jobs/nope/output", nil), 404)
+	if r := getSSE(t, base+"/v1/jobs/nope/output"); r.StatusCode != 404 {
 		t.Fatalf("SSE of an unknown job: %d", r.StatusCode)
 	}
 	for _, q := range []string{"status=done", "limit=-1", "limit=x", "include_request=maybe"} {
-		r := do(t, "GET", ts.URL+"/v1/jobs?"+q, nil)
+		r := do(t, "GET", base+"/v1/jobs?"+q, nil)
 		check("GET", "/v1/jobs", r, 400)
 		if r.errorBody(t).Field == "" {
 			t.Errorf("%s: no field named", q)
 		}
 	}
-	r = do(t, "GET", ts.URL+"/v1/jobs/"+j.ID+"/output?wait=soon", nil)
+	r = do(t, "GET", base+"/v1/jobs/"+j.ID+"/output?wait=soon", nil)
 	if r.status != 400 || r.errorBody(t).Field != "wait" {
 		t.Fatalf("bad wait: %d %s", r.status, r.body)
 	}
-	check("POST", "/v1/jobs", do(t, "POST", ts.URL+"/v1/jobs", map[string]any{"code": "1", "bogus": 1}), 400)
+	check("POST", "/v1/jobs", do(t, "POST", base+"/v1/jobs", map[string]any{"code": "1", "bogus": 1}), 400)
 
 	// Smart-async over REST: a sync run past its budget answers 202 with the
 	// job and the output so far; streamed, the last line is the handoff.
-	r = do(t, "POST", ts.URL+"/v1/run", map[string]any{"code": "import time\nprint('early', flush=True)\ntime.sleep(60)", "sync_budget": 0.5, "job_label": "h", "timeout": 120})
+	r = do(t, "POST", base+"/v1/run", map[string]any{"code": "import time\nprint('early', flush=True)\ntime.sleep(60)", "sync_budget": 0.5, "job_label": "h", "timeout": 120})
 	check("POST", "/v1/run", r, 202)
 	var h httpapi.RunHandoff
 	r.json(t, &h)
 	if h.Job.Status != jobs.StatusRunning || h.Job.Label != "h" {
 		t.Fatalf("handoff %+v", h)
 	}
-	check("POST", "/v1/jobs/"+h.Job.ID+"/cancel", do(t, "POST", ts.URL+"/v1/jobs/"+h.Job.ID+"/cancel", nil), 200)
-	resp := postStream(t, context.Background(), ts.URL+"/v1/run", map[string]any{"code": "import time; time.sleep(60)", "sync_budget": 0.7, "timeout": 120})
+	check("POST", "/v1/jobs/"+h.Job.ID+"/cancel", do(t, "POST", base+"/v1/jobs/"+h.Job.ID+"/cancel", nil), 200)
+	resp := postStream(t, context.Background(), base+"/v1/run", map[string]any{"code": "import time; time.sleep(60)", "sync_budget": 0.7, "timeout": 120})
 	var sawProgress, sawHandoff bool
 	readLines(t, resp, func(l httpapi.StreamLine[engine.Result]) {
 		sawProgress = sawProgress || l.Progress != nil
 		if l.Handoff != nil {
 			sawHandoff = true
-			do(t, "POST", ts.URL+"/v1/jobs/"+l.Handoff.Job.ID+"/cancel", nil)
+			do(t, "POST", base+"/v1/jobs/"+l.Handoff.Job.ID+"/cancel", nil)
 		}
 	})
 	if !sawProgress || !sawHandoff {
 		t.Fatalf("stream: progress %v handoff %v", sawProgress, sawHandoff)
 	}
 	// Within the budget it is a plain result.
-	r = do(t, "POST", ts.URL+"/v1/run", map[string]any{"code": "print(7)", "sync_budget": 10})
+	r = do(t, "POST", base+"/v1/run", map[string]any{"code": "print(7)", "sync_budget": 10})
 	check("POST", "/v1/run", r, 200)
 
-	m := string(do(t, "GET", ts.URL+"/metrics", nil).body)
+	m := string(do(t, "GET", base+"/metrics", nil).body)
 	for _, want := range []string{`pyexec_jobs_started_total 1`, `pyexec_runs_total{outcome="handoff"} 2`, `pyexec_jobs_pending 0`, "pyexec_jobs_running "} {
-		if !strings.Contains(m, want) {
+		if single && !strings.Contains(m, want) { // a replica's metrics count only its own calls
 			t.Errorf("metrics lack %q", want)
 		}
 	}
 
-	r = do(t, "POST", ts.URL+"/v1/jobs/prune", map[string]any{"keep_failed": false})
+	r = do(t, "POST", base+"/v1/jobs/prune", map[string]any{"keep_failed": false})
 	check("POST", "/v1/jobs/prune", r, 200)
 	var pr jobs.PruneResult
 	r.json(t, &pr)

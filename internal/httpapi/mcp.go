@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
 // statelessFrom is the first MCP revision without sessions (SEP-2575).
@@ -38,13 +40,32 @@ func (s *Server) mcpHandler() http.Handler {
 		MaxRequestBodyBytes:          s.batchBodyLimit,
 		PropagateRequestCancellation: true,
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// TaskHTTPHandler: task-augmented tools/call (MCP Tasks, mcpserver/tasks.go).
+	local := mcpserver.TaskHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessFrom && r.Header.Get("Mcp-Session-Id") == "" {
 			stateless.ServeHTTP(w, r)
 			return
 		}
 		stateful.ServeHTTP(w, r)
+	}), s.batchBodyLimit)
+	if s.opts.Router == nil {
+		return local
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && s.opts.Router.Forward(w, r, sid, sessionGone) {
+			return // another replica's session
+		}
+		local.ServeHTTP(w, r)
 	})
+}
+
+// NodeHeader names the replica that answered a request (replica sets only).
+const NodeHeader = "X-Pyexec-Node"
+
+// sessionGone is the answer for a session whose replica is gone: 404, on
+// which the protocol has the client initialize a new session.
+func sessionGone(w http.ResponseWriter) {
+	http.Error(w, "session not found: the replica that created this MCP session is gone; initialize a new session", http.StatusNotFound)
 }
 
 // closeMCPSessions ends every MCP session (used at shutdown, after running

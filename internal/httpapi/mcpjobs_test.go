@@ -15,6 +15,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
+	"github.com/pyexec/pyexec/internal/testutil/pgtest"
 )
 
 // jobTranscript drives every job tool, the job resources and a resource
@@ -89,7 +90,7 @@ func jobTranscript(t *testing.T, cs *mcp.ClientSession, workspace, tag string, u
 	note("handoff", s, r, "status", "stdout")
 	hid, _ := s["job_id"].(string)
 	if hid == "" {
-		t.Fatalf("no handoff: %v", s)
+		t.Fatalf("no handoff: %v %s", s, text(r))
 	}
 	s, r = call("cancel_job", map[string]any{"job_id": hid})
 	note("cancel", s, r, "status")
@@ -139,8 +140,17 @@ func TestMCPJobsLocalAndRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	exs := []executor.Executor{withJobs(t, f.local(t, nil)), remote}
+	if os.Getenv(pgtest.URLEnv) != "" || os.Getenv(pgtest.RequiredEnv) != "" {
+		// And through a balancer in front of replicas on PostgreSQL.
+		replicas, err := httpapi.NewClient(replicaSet(t, f, 3, nil), httpapi.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exs = append(exs, replicas)
+	}
 	var transcripts [][]string
-	for i, ex := range []executor.Executor{withJobs(t, f.local(t, nil)), remote} {
+	for i, ex := range exs {
 		var updates atomic.Int64
 		client := mcp.NewClient(&mcp.Implementation{Name: "jobs", Version: "1"}, &mcp.ClientOptions{
 			ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { updates.Add(1) },
@@ -148,18 +158,20 @@ func TestMCPJobsLocalAndRemote(t *testing.T) {
 		cs := connectWith(t, ex, client)
 		transcripts = append(transcripts, jobTranscript(t, cs, f.workspace, fmt.Sprint(i), &updates))
 	}
-	local, rem := transcripts[0], transcripts[1]
+	local := transcripts[0]
 	t.Logf("transcript:\n%s", strings.Join(local, "\n"))
-	for i := range max(len(local), len(rem)) {
-		var a, b string
-		if i < len(local) {
-			a = local[i]
-		}
-		if i < len(rem) {
-			b = rem[i]
-		}
-		if a != b {
-			t.Errorf("step %d differs:\nlocal  %q\nremote %q", i, a, b)
+	for _, rem := range transcripts[1:] {
+		for i := range max(len(local), len(rem)) {
+			var a, b string
+			if i < len(local) {
+				a = local[i]
+			}
+			if i < len(rem) {
+				b = rem[i]
+			}
+			if a != b {
+				t.Errorf("step %d differs:\nlocal  %q\nremote %q", i, a, b)
+			}
 		}
 	}
 	for _, want := range []string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/mcpserver"
+	"github.com/pyexec/pyexec/internal/testutil/pgtest"
 )
 
 // toolCase is one MCP tool call of the shared suite and what must hold of
@@ -267,6 +269,21 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 		{"local", connectInMemory(t, local, &lp), &lp},
 		{"remote", connectInMemory(t, remote, &rp), &rp},
 	}
+	// The same through a balancer in front of replicas on PostgreSQL, when
+	// there is one to run on.
+	if os.Getenv(pgtest.URLEnv) != "" || os.Getenv(pgtest.RequiredEnv) != "" {
+		lb := replicaSet(t, f, 3, func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
+		replicas, err := httpapi.NewClient(lb, httpapi.ClientOptions{Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pp atomic.Int64
+		executors = append(executors, struct {
+			name string
+			cs   *mcp.ClientSession
+			pc   *atomic.Int64
+		}{"replicas", connectInMemory(t, replicas, &pp), &pp})
+	}
 	for _, tc := range suite(f.workspace) {
 		t.Run(tc.name, func(t *testing.T) {
 			var texts, structs []string
@@ -278,8 +295,11 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 					texts, structs = append(texts, tx), append(structs, st)
 				})
 			}
-			if len(texts) == 2 && (texts[0] != texts[1] || structs[0] != structs[1]) {
-				t.Errorf("local and remote differ:\nlocal  text %q\nremote text %q\nlocal  structured %s\nremote structured %s", texts[0], texts[1], structs[0], structs[1])
+			for i := 1; i < len(texts) && len(texts) == len(executors); i++ {
+				if texts[0] != texts[i] || structs[0] != structs[i] {
+					t.Errorf("local and %s differ:\nlocal  text %q\n%s text %q\nlocal  structured %s\n%s structured %s",
+						executors[i].name, texts[0], executors[i].name, texts[i], structs[0], executors[i].name, structs[i])
+				}
 			}
 		})
 	}
@@ -312,6 +332,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPOverHTTP(t *testing.T) {
 	f := newFixture(t)
 	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
+	testMCPOverHTTP(t, f, ts.URL)
+}
+
+// TestMCPOverHTTPOnReplicas is TestMCPOverHTTP through a balancer in front
+// of replicas on PostgreSQL: session requests are forwarded to the replica
+// that created the session.
+func TestMCPOverHTTPOnReplicas(t *testing.T) {
+	f := newFixture(t)
+	testMCPOverHTTP(t, f, replicaSet(t, f, 3, func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget }))
+}
+
+func testMCPOverHTTP(t *testing.T, f fixture, base string) {
 	hc := &http.Client{Transport: bearer{"tok", http.DefaultTransport}}
 	for _, version := range []string{"", "2025-11-25", "2025-06-18"} {
 		name := version
@@ -324,7 +356,7 @@ func TestMCPOverHTTP(t *testing.T) {
 			if version != "" {
 				opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 			}
-			cs, err := newClient(&pc).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: hc}, opts)
+			cs, err := newClient(&pc).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -349,7 +381,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	// Without the token, /mcp is closed too.
 	_, err := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1}, nil)
 	if err == nil {
 		t.Fatal("connected to /mcp without the token")
 	}

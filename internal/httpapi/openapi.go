@@ -10,6 +10,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/quality"
 )
 
 // The OpenAPI 3.1 document is generated from the very Go types the handlers
@@ -46,6 +47,18 @@ var componentSchemas = []schemaEntry{
 	{"PruneRequest", forType[PruneRequest]()},
 	{"PruneResult", forType[jobs.PruneResult]()},
 	{"JobEvent", forType[JobEvent]()},
+	{"EnvList", forType[executor.EnvList]()},
+	{"EnvInfo", forType[executor.EnvInfo]()},
+	{"EnvCreateRequest", forType[executor.EnvCreateRequest]()},
+	{"EnvStreamLine", forType[StreamLine[executor.EnvInfo]]()},
+	{"EnvDeleteResult", forType[executor.EnvDeleteResult]()},
+	{"FormatRequest", forType[quality.FormatRequest]()},
+	{"FormatResult", forType[quality.FormatResult]()},
+	{"LintRequest", forType[quality.LintRequest]()},
+	{"LintResult", forType[quality.LintResult]()},
+	{"ProfileRequest", forType[executor.ProfileRequest]()},
+	{"ProfileResult", forType[executor.ProfileResult]()},
+	{"ProfileStreamLine", forType[StreamLine[executor.ProfileResult]]()},
 }
 
 var openAPIDoc = sync.OnceValues(buildOpenAPI)
@@ -241,6 +254,43 @@ func buildOpenAPI() ([]byte, error) {
 			"summary":     "Remove finished jobs and their logs. Pending and running jobs are never removed.",
 			"requestBody": obj{"required": false, "content": jsonContent("PruneRequest")},
 			"responses":   common(obj{"200": resp("How many were removed.", "PruneResult"), "400": errResp("A bad field.")}),
+		}},
+		"/v1/envs": obj{
+			"get": obj{
+				"operationId": "listEnvs",
+				"summary":     "The dependency environment cache: every environment, named ones pinned (never evicted).",
+				"responses":   common(obj{"200": resp("The environments, most recently used first.", "EnvList")}),
+			},
+			"post": obj{
+				"operationId": "createEnv",
+				"summary":     "Build a persistent environment with dependencies on an installed Python and name it; runs use it with env: NAME.",
+				"requestBody": runBody("EnvCreateRequest"),
+				"responses":   common(merge(runErrors, obj{"200": streamed("EnvInfo", "EnvStreamLine")})),
+			},
+		},
+		"/v1/envs/{name}": obj{"delete": obj{
+			"operationId": "deleteEnv",
+			"summary":     "Remove a named environment and, unless another name or a running run uses them, its files.",
+			"parameters":  []any{obj{"name": "name", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The environment's name."}},
+			"responses":   common(obj{"200": resp("What was removed.", "EnvDeleteResult"), "400": errResp("No environment has this name, or the name is invalid.")}),
+		}},
+		"/v1/format": obj{"post": obj{
+			"operationId": "format",
+			"summary":     "Format code or a workspace script with ruff, confined like a run; the file changes only with write: true.",
+			"requestBody": runBody("FormatRequest"),
+			"responses":   common(merge(runErrors, obj{"200": resp("The formatted code and diff.", "FormatResult")})),
+		}},
+		"/v1/lint": obj{"post": obj{
+			"operationId": "lint",
+			"summary":     "Lint code or a workspace script with ruff (select [\"S\"]: bandit's security rules), confined like a run.",
+			"requestBody": runBody("LintRequest"),
+			"responses":   common(merge(runErrors, obj{"200": resp("The findings (and with fix, the fixed code).", "LintResult")})),
+		}},
+		"/v1/profile": obj{"post": obj{
+			"operationId": "profile",
+			"summary":     "Run a request once under cProfile and return its result with the top functions by cumulative time.",
+			"requestBody": runBody("ProfileRequest"),
+			"responses":   common(merge(runErrors, obj{"200": streamed("ProfileResult", "ProfileStreamLine")})),
 		}},
 		"/mcp": obj{"post": obj{
 			"operationId": "mcp",

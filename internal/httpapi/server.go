@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/cluster"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/mcpserver"
@@ -75,6 +76,11 @@ type Options struct {
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2 minutes). It does not limit how long a run may take.
 	ReadTimeout time.Duration
+	// Router, when set, makes this server one replica of a set sharing a
+	// PostgreSQL store: MCP session ids name this replica, a request for
+	// another replica's session is forwarded there (404 when it is gone),
+	// and every response says which replica answered (X-Pyexec-Node).
+	Router *cluster.Router
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -131,7 +137,11 @@ func NewServer(opts Options) (*Server, error) {
 	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
 	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	s.mcp = mcpserver.New(s.ex, mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts, MaxResultChars: opts.MaxResultChars})
+	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts, MaxResultChars: opts.MaxResultChars}
+	if opts.Router != nil {
+		mopts.SessionID = opts.Router.NewID
+	}
+	s.mcp = mcpserver.New(s.ex, mopts)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -165,6 +175,8 @@ func (s *Server) routes() http.Handler {
 	if s.jx != nil {
 		s.jobRoutes(handle)
 	}
+	s.envRoutes(handle)     // envs.go
+	s.qualityRoutes(handle) // quality.go
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))
@@ -212,6 +224,9 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			s.m.httpLatency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}()
 		w = sw
+		if s.opts.Router != nil {
+			w.Header().Set(NodeHeader, s.opts.Router.NodeID())
+		}
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
 			writeError(w, newAPIError(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down"))

@@ -52,6 +52,9 @@ const (
 	MsgRestarted = "server restarted while the job was running"
 	MsgShutdown  = "server shut down while the job was running"
 	MsgCancelled = "cancelled by request"
+	// MsgNodeLost is the error of a job whose node (a replica sharing a
+	// PostgreSQL store) went silent past Config.NodeLostAfter.
+	MsgNodeLost = "node_lost: the pyexec node running this job stopped heartbeating (it died or lost the database); output up to its last flush is kept"
 )
 
 var (
@@ -110,6 +113,17 @@ type Job struct {
 	// (they often hold secrets and the store is a plain file). List leaves it
 	// nil unless Filter.IncludeRequest is set.
 	Request *engine.Request `json:"request,omitempty" jsonschema:"The request the job runs (env_vars values redacted)."`
+
+	// epoch is the claim this node holds on the job in a shared store
+	// (fencing, see pgstore.go); 0 with SQLite.
+	epoch int64
+	// quiet marks a synchronous run not (yet) handed off: no other replica
+	// knows its id, so its writes notify nobody and its output is flushed
+	// on the FlushInterval tick only (shared stores).
+	quiet bool
+	// tail is the output not yet flushed when the job ended; the final
+	// update writes it in the same statement (shared stores).
+	tail *outputTail
 }
 
 // Filter selects jobs for List.

@@ -33,9 +33,15 @@ type liveJob struct {
 	runErr          error
 
 	// A lazy job (spill.go) is not in the store until it must be kept.
-	lazy    lazyOptions
-	unsaved bool // no database row yet (and logs in memory)
-	kept    bool // a lazy job that was written out
+	lazy     lazyOptions
+	unsaved  bool // no database row yet (and logs in memory)
+	kept     bool // a lazy job that was written out
+	finished bool // finishRun has recorded the end (a lazy job can no longer be kept)
+
+	// Shared stores only (shared.go).
+	claimed bool     // taken from the shared queue (handed back if never started)
+	fenced  bool     // the lease was lost: the store is no longer ours to write
+	flusher *flusher // copies output to the store while the job runs (guarded by mu)
 
 	done chan struct{} // closed once the final state is persisted
 }
@@ -46,8 +52,12 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 	lj.mu.Lock()
 	defer lj.mu.Unlock()
 	j := lj.job
-	if !withRequest {
+	switch {
+	case !withRequest:
 		j.Request = nil
+	case j.Request != nil && len(j.Request.EnvVars) > 0:
+		r := redact(*j.Request) // as the store keeps it: env values are often secrets
+		j.Request = &r
 	}
 	return j
 }
@@ -65,7 +75,11 @@ func (lj *liveJob) persist() {
 	j := lj.snapshot(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := lj.m.store.update(ctx, &j); err != nil {
+	err := lj.m.store.update(ctx, &j)
+	if lj.m.sh != nil {
+		err = lj.m.sh.saved(lj, &j, err)
+	}
+	if err != nil {
 		lj.m.log.Error("saving job state", "job", j.ID, "status", j.Status, "err", err)
 	}
 }
@@ -148,8 +162,12 @@ func (o observer) Output(s engine.Stream, p []byte) {
 		lj.broadcastLocked()
 	}
 	ev := Event{JobID: lj.job.ID, Status: lj.job.Status, Output: true}
+	f := lj.flusher
 	lj.mu.Unlock()
 	if grew {
 		lj.m.hub.publish(ev)
+		if f != nil {
+			f.poke()
+		}
 	}
 }

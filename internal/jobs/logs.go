@@ -38,6 +38,7 @@ type logWriter struct {
 	name      string // "stdout" or "stderr", for the note
 	f         *os.File
 	mem       []byte // while f is nil: the log held in memory (see spill.go)
+	closed    bool   // the run has ended: nothing more is written
 	limit     int64
 	written   int64 // bytes in the file
 	produced  int64 // bytes the script wrote, including dropped ones
@@ -101,6 +102,7 @@ func (w *logWriter) write(p []byte) bool {
 func (w *logWriter) state() logState { return logState{size: w.written, truncated: w.truncated} }
 
 func (w *logWriter) close() error {
+	w.closed = true
 	if w.f == nil {
 		return w.err
 	}

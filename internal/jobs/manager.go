@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/pgdb"
 )
 
 // RunOptions is what the Manager passes to a RunFunc besides the request.
@@ -86,6 +87,22 @@ type Config struct {
 	// subscriber (default 250 ms: at most 4 per second).
 	NotifyInterval time.Duration
 
+	// StoreURL chooses the store: "" keeps jobs in SQLite under StateDir
+	// (one node); a postgres:// URL shares them with every replica on that
+	// database (see shared.go). DB, when set, is such a database already
+	// open (StoreURL is then ignored).
+	StoreURL string
+	DB       *pgdb.DB
+	// NodeID is this replica's id in a shared store (default: random).
+	NodeID string
+	// NodeLostAfter is how long a replica may stay silent before its
+	// unfinished jobs are failed as node_lost (default 15 s).
+	NodeLostAfter time.Duration
+	// FlushInterval is the longest a running job's new output waits before
+	// it is flushed to a shared store (default 250 ms; it usually goes
+	// within flushCoalesce of being printed).
+	FlushInterval time.Duration
+
 	Logger *slog.Logger
 }
 
@@ -106,7 +123,8 @@ const backstopGrace = 30 * time.Second
 type Manager struct {
 	cfg       Config
 	log       *slog.Logger
-	store     *store
+	store     jobStore
+	sh        *shared  // set on a shared (PostgreSQL) store
 	owner     string   // this Manager's id, stamped on its jobs
 	lockFile  *os.File // flock held while alive (see owner.go)
 	helperDir string
@@ -160,6 +178,9 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
 		return nil, fmt.Errorf("jobs: create state dir: %w", err)
+	}
+	if cfg.DB != nil || pgdb.IsURL(cfg.StoreURL) {
+		return openSharedManager(ctx, cfg, logger)
 	}
 	owner := newID()
 	lock, err := takeOwnerLock(cfg.StateDir, owner)
@@ -224,6 +245,10 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	for _, lj := range pending {
+		if lj.claimed { // another replica may run it
+			m.sh.release(lj)
+			continue
+		}
 		m.finishUnstarted(lj, StatusFailed, MsgShutdown)
 	}
 	m.stop()
@@ -236,7 +261,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		err = fmt.Errorf("jobs: close: running jobs did not stop in time: %w", ctx.Err())
 	}
 	m.hub.closeAll()
-	return errors.Join(err, m.store.close(), releaseOwnerLock(m.lockFile))
+	return errors.Join(err, m.store.close(), m.releaseOwnership())
 }
 
 func newID() string {
@@ -263,16 +288,18 @@ func (m *Manager) timeoutFor(req engine.Request) time.Duration {
 // Start queues req as a new job and returns it (pending, or running when a
 // slot was free). It returns ErrBusy when MaxQueue jobs are already waiting.
 func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (Job, error) {
-	lj, err := m.start(ctx, req, label, nil)
+	lj, err := m.start(ctx, req, label, true, nil)
 	if err != nil {
 		return Job{}, err
 	}
 	return lj.snapshot(true), nil
 }
 
-// start creates a job; with lazy set it stays in memory until it must be
-// kept (spill.go).
-func (m *Manager) start(ctx context.Context, req engine.Request, label string, lazy *lazyOptions) (*liveJob, error) {
+// start creates a job. anyNode lets a shared store's queue give it to any
+// replica; otherwise (synchronous runs) it runs here. With lazy set (only
+// for a job that runs here) it stays in memory until it must be kept
+// (spill.go).
+func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool, lazy *lazyOptions) (*liveJob, error) {
 	if m.cfg.Validate != nil {
 		if err := m.cfg.Validate(ctx, req); err != nil {
 			return nil, err
@@ -294,6 +321,17 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, l
 			TimeoutSeconds: timeout.Seconds(),
 			Request:        &reqCopy,
 		},
+	}
+	lj.job.quiet = m.sh != nil && !anyNode
+	if m.sh != nil && anyNode {
+		if m.isClosed() {
+			return nil, ErrClosed
+		}
+		if err := m.sh.enqueue(ctx, lj); err != nil {
+			return nil, err
+		}
+		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusPending})
+		return lj, nil
 	}
 	// The insert happens under m.mu so that queue order, creation order and
 	// the busy check agree even when many Starts race.
@@ -359,6 +397,9 @@ func (m *Manager) Cancel(ctx context.Context, id string) (Job, error) {
 	lj := m.live[id]
 	if lj == nil {
 		m.mu.Unlock()
+		if m.sh != nil {
+			return m.sh.cancelRemote(ctx, id)
+		}
 		j, err := m.store.get(ctx, id)
 		if err == nil && !j.Status.Terminal() {
 			return j, fmt.Errorf("job %s is %s in another pyexec process sharing this state dir; cancel it through that server", id, j.Status)

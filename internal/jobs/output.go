@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // foreignPollInterval is how often a long-poll re-reads the logs of a job
@@ -53,6 +55,10 @@ type outputState struct {
 	final          bool // no more bytes will be appended
 	stdout, stderr logState
 	changed        <-chan struct{} // nil for finished jobs
+	// Shared stores: how often to re-read without a wakeup, and the reader
+	// of the flushed output (nil: the local log files).
+	poll time.Duration
+	read func(s engine.Stream, off, end int64, max int, final bool) (string, int64, error)
 }
 
 func (m *Manager) outputState(ctx context.Context, id string) (outputState, error) {
@@ -67,6 +73,9 @@ func (m *Manager) outputState(ctx context.Context, id string) (outputState, erro
 			st.stderr = lj.stderr.state()
 		}
 		return st, nil
+	}
+	if m.sh != nil {
+		return m.sh.outputState(ctx, id)
 	}
 	j, err := m.store.get(ctx, id)
 	if err != nil {
@@ -109,21 +118,34 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 			return Chunk{}, err
 		}
 		ch := Chunk{JobID: id, Status: st.status, StdoutSize: st.stdout.size, StderrSize: st.stderr.size}
-		ch.Stdout, ch.StdoutOffset, err = readLog(filepath.Join(dir, stdoutLogName), c.StdoutOffset, st.stdout.size, c.MaxBytes, st.final)
+		read := st.read
+		if read == nil {
+			read = func(s engine.Stream, off, end int64, max int, final bool) (string, int64, error) {
+				name := stdoutLogName
+				if s == engine.Stderr {
+					name = stderrLogName
+				}
+				return readLog(filepath.Join(dir, name), off, end, max, final)
+			}
+		}
+		ch.Stdout, ch.StdoutOffset, err = read(engine.Stdout, c.StdoutOffset, st.stdout.size, c.MaxBytes, st.final)
 		if err != nil {
 			return Chunk{}, fmt.Errorf("job %s stdout: %w", id, err)
 		}
-		ch.Stderr, ch.StderrOffset, err = readLog(filepath.Join(dir, stderrLogName), c.StderrOffset, st.stderr.size, c.MaxBytes, st.final)
+		ch.Stderr, ch.StderrOffset, err = read(engine.Stderr, c.StderrOffset, st.stderr.size, c.MaxBytes, st.final)
 		if err != nil {
 			return Chunk{}, fmt.Errorf("job %s stderr: %w", id, err)
 		}
-		ch.Done = st.final && ch.StdoutOffset == st.stdout.size && ch.StderrOffset == st.stderr.size
+		ch.Done = st.final && ch.StdoutOffset >= st.stdout.size && ch.StderrOffset >= st.stderr.size
 		progressed := ch.StdoutOffset != c.StdoutOffset || ch.StderrOffset != c.StderrOffset
 		if progressed || st.final || timer == nil {
 			return ch, nil
 		}
 		var poll <-chan time.Time
-		if st.changed == nil { // another process's job: no in-process wakeup exists
+		switch {
+		case st.poll > 0:
+			poll = time.After(st.poll)
+		case st.changed == nil: // another process's job: no in-process wakeup exists
 			poll = time.After(foreignPollInterval)
 		}
 		if m.onWait != nil {

@@ -44,29 +44,34 @@ func (m *Manager) runJob(lj *liveJob) {
 		defer c2()
 	}
 
-	dir := jobDir(m.cfg.StateDir, lj.job.ID)
+	// A lazy job's logs start in memory; decided under lj.mu so that a
+	// keep racing with the start spills them rather than missing them.
+	lj.mu.Lock()
+	if lj.unsaved {
+		lj.stdout, lj.stderr = memoryLog("stdout", m.cfg.LogCap), memoryLog("stderr", m.cfg.LogCap)
+	}
+	inMemory := lj.stdout != nil
+	lj.mu.Unlock()
 	var setupErr error
 	var stdout, stderr *logWriter
-	lj.mu.Lock()
-	lazy := lj.unsaved
-	lj.mu.Unlock()
-	if lazy {
-		stdout, stderr = memoryLog("stdout", m.cfg.LogCap), memoryLog("stderr", m.cfg.LogCap)
-	} else {
+	if !inMemory {
+		dir := jobDir(m.cfg.StateDir, lj.job.ID)
 		setupErr = os.MkdirAll(dir, 0o700)
-	}
-	if setupErr == nil && stdout == nil {
-		stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", m.cfg.LogCap)
-	}
-	if setupErr == nil && stderr == nil {
-		stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", m.cfg.LogCap)
+		if setupErr == nil {
+			stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", m.cfg.LogCap)
+		}
+		if setupErr == nil {
+			stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", m.cfg.LogCap)
+		}
 	}
 
 	lj.mu.Lock()
 	now := time.Now().UTC()
 	lj.job.Status = StatusRunning
 	lj.job.StartedAt = &now
-	lj.stdout, lj.stderr = stdout, stderr
+	if !inMemory {
+		lj.stdout, lj.stderr = stdout, stderr
+	}
 	lj.cancel = cancel
 	cancelled := lj.cancelRequested
 	skip := cancelled || setupErr != nil
@@ -85,6 +90,13 @@ func (m *Manager) runJob(lj *liveJob) {
 	if !skip {
 		lj.persist()
 		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusRunning})
+		if m.sh != nil {
+			lj.mu.Lock()
+			if !lj.unsaved && lj.flusher == nil { // a lazy job starts its flusher when kept
+				lj.flusher = m.sh.startFlusher(lj)
+			}
+			lj.mu.Unlock()
+		}
 		res, runErr = m.execute(ctx, lj)
 	}
 	m.finishRun(ctx, lj, res, runErr)
@@ -129,8 +141,9 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	now := time.Now().UTC()
 	j.FinishedAt = &now
 	if lj.unsaved && runErr == nil && lj.lazy.keep != nil && lj.lazy.keep(res) {
-		lj.keepLocked()
+		lj.keepLocked(true)
 	}
+	lj.finished = true
 	for _, w := range []*logWriter{lj.stdout, lj.stderr} {
 		if w != nil {
 			if err := w.close(); err != nil {
@@ -153,6 +166,8 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	}
 	lj.runErr = runErr
 	switch {
+	case lj.fenced:
+		j.Status, j.Error = StatusFailed, MsgNodeLost
 	case lj.cancelRequested:
 		j.Status, j.Error = StatusCancelled, MsgCancelled
 	case m.baseCtx.Err() != nil:
@@ -179,6 +194,7 @@ func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
 	now := time.Now().UTC()
 	lj.job.Status, lj.job.Error, lj.job.FinishedAt = status, msg, &now
 	lj.runErr = errors.New(msg)
+	lj.finished = true
 	ev := Event{JobID: lj.job.ID, Status: status, Done: true}
 	lj.mu.Unlock()
 	m.finalize(lj, ev)
@@ -188,10 +204,16 @@ func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
 // once a job leaves the live map, readers go to the database, which must
 // already hold the final state.
 func (m *Manager) finalize(lj *liveJob, ev Event) {
+	if m.sh != nil {
+		m.sh.finishFlush(lj)
+	}
 	lj.persist()
 	lj.mu.Lock()
 	lj.broadcastLocked()
 	lj.mu.Unlock()
 	close(lj.done)
 	m.hub.publish(ev)
+	if m.sh != nil {
+		m.sh.afterFinal(lj)
+	}
 }

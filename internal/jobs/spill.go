@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func memoryLog(name string, limit int64) *logWriter {
 }
 
 // spillTo writes what the memory log holds to path and appends there from
-// now on.
+// now on (a log already closed gets its file closed again at once).
 func (w *logWriter) spillTo(path string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
@@ -41,26 +42,42 @@ func (w *logWriter) spillTo(path string) error {
 		f.Close()
 		return fmt.Errorf("write %s log: %w", w.name, err)
 	}
-	w.f, w.mem = f, nil
+	w.mem = nil
+	if w.closed {
+		return f.Close()
+	}
+	w.f = f
 	return nil
 }
 
+// errFinished says a lazy job ended before it could be kept: its result
+// is about to be returned, so there is nothing to hand off.
+var errFinished = errors.New("the run has finished")
+
 // keepLocked writes a lazy job to the store and its logs to disk, so that
 // it outlives the call and its output is readable by cursor. Callers hold
-// lj.mu. Failing to keep it is logged; the run goes on in memory.
-func (lj *liveJob) keepLocked() bool {
+// lj.mu. A job finishRun has already ended is not kept (errFinished) unless
+// finishRun itself asks (atEnd). Failing to keep it is logged; the run goes
+// on in memory.
+func (lj *liveJob) keepLocked(atEnd bool) error {
 	if !lj.unsaved {
-		return true
+		return nil
+	}
+	if lj.finished && !atEnd {
+		return errFinished
 	}
 	m := lj.m
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	j := lj.job
-	if err := m.store.insert(ctx, &j, m.owner); err != nil {
-		m.log.Error("keeping a synchronous run's job", "job", j.ID, "err", err)
-		return false
+	// insert stamps the row's claim on lj.job (a shared store's epoch):
+	// later updates are fenced by it.
+	if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
+		m.log.Error("keeping a synchronous run's job", "job", lj.job.ID, "err", err)
+		return err
 	}
-	dir := jobDir(m.cfg.StateDir, j.ID)
+	// The row exists now: from here on the job is saved like any other.
+	lj.unsaved, lj.kept = false, true
+	dir := jobDir(m.cfg.StateDir, lj.job.ID)
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil && lj.stdout != nil {
 		err = lj.stdout.spillTo(filepath.Join(dir, stdoutLogName))
@@ -69,19 +86,27 @@ func (lj *liveJob) keepLocked() bool {
 		err = lj.stderr.spillTo(filepath.Join(dir, stderrLogName))
 	}
 	if err != nil {
-		m.log.Error("keeping a synchronous run's logs", "job", j.ID, "err", err)
+		m.log.Error("keeping a synchronous run's logs", "job", lj.job.ID, "err", err)
+		return err
 	}
-	// The row exists now: from here on the job is saved like any other.
-	lj.unsaved = false
-	lj.kept = true
-	return err == nil
+	// insert writes a new job's fields only; bring the row up to date
+	// (started, pid). Under lj.mu, so no newer snapshot can be written first.
+	j := lj.job
+	j.Request = nil
+	if err := m.store.update(ctx, &j); err != nil {
+		m.log.Error("keeping a synchronous run's job state", "job", j.ID, "err", err)
+	}
+	if m.sh != nil && lj.stdout != nil && lj.flusher == nil && !lj.finished {
+		lj.flusher = m.sh.startFlusher(lj)
+	}
+	return nil
 }
 
 // keep is keepLocked for callers that do not hold lj.mu.
-func (lj *liveJob) keep() bool {
+func (lj *liveJob) keep() error {
 	lj.mu.Lock()
 	defer lj.mu.Unlock()
-	return lj.keepLocked()
+	return lj.keepLocked(false)
 }
 
 // spillIfOverLocked keeps a lazy job whose logs outgrew its spill size.
@@ -91,6 +116,6 @@ func (lj *liveJob) spillIfOverLocked() {
 		return
 	}
 	if lj.stdout.written+lj.stderr.written > lj.lazy.spillAt {
-		lj.keepLocked()
+		lj.keepLocked(false)
 	}
 }

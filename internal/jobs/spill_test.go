@@ -13,7 +13,14 @@ import (
 // TestEphemeralRunLeavesNothingOnDisk: a synchronous run that ends within
 // its budget with little output never reaches the store or the disk.
 func TestEphemeralRunLeavesNothingOnDisk(t *testing.T) {
-	m, f, cfg := openTest(t, nil)
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { testEphemeralLeavesNothing(t, b) })
+	}
+}
+
+func testEphemeralLeavesNothing(t *testing.T, b backend) {
+	var cfg Config
+	m, f := b.open(t, func(c *Config) { cfg = *c })
 	got := make(chan SyncOutcome, 1)
 	go func() {
 		out, err := m.RunSync(context.Background(), code("x"), SyncOptions{Budget: time.Hour, Ephemeral: true, SpillAt: 100})
@@ -38,8 +45,15 @@ func TestEphemeralRunLeavesNothingOnDisk(t *testing.T) {
 }
 
 // TestEphemeralRunKeptWhenOutputOutgrowsSpill: past SpillAt, the run is
-// kept with its whole output, readable by cursor after the call returned.
+// kept with its whole output, readable by cursor after the call returned
+// (on a shared store, by every replica).
 func TestEphemeralRunKeptWhenOutputOutgrowsSpill(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { testEphemeralKept(t, b) })
+	}
+}
+
+func testEphemeralKept(t *testing.T, b backend) {
 	for _, tc := range []struct {
 		name    string
 		spillAt int64
@@ -50,7 +64,7 @@ func TestEphemeralRunKeptWhenOutputOutgrowsSpill(t *testing.T) {
 		{"keep", 0, func(r engine.Result) bool { return r.ExitCode == 3 }, []string{"short\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, f, _ := openTest(t, nil)
+			m, f := b.open(t, nil)
 			got := make(chan SyncOutcome, 1)
 			go func() {
 				out, err := m.RunSync(context.Background(), code("x"), SyncOptions{Budget: time.Hour, Ephemeral: true, SpillAt: tc.spillAt, Keep: tc.keep})
@@ -76,8 +90,15 @@ func TestEphemeralRunKeptWhenOutputOutgrowsSpill(t *testing.T) {
 				t.Fatalf("kept output = %q (done %v), want %q", ch.Stdout, ch.Done, want)
 			}
 			j, err := m.Get(context.Background(), out.Job.ID)
-			if err != nil || j.Status != StatusFailed || j.ExitCode == nil || *j.ExitCode != 3 {
+			if err != nil || j.Status != StatusFailed || j.ExitCode == nil || *j.ExitCode != 3 || j.StartedAt == nil {
 				t.Fatalf("kept job = %+v, %v", j, err)
+			}
+			if b.name == "postgres" {
+				other, _ := b.open(t, nil) // another replica on the same database
+				ch, err := other.Output(context.Background(), out.Job.ID, Cursor{})
+				if want := strings.Join(tc.out, ""); err != nil || ch.Stdout != want || !ch.Done {
+					t.Fatalf("kept output read by another replica = %q (done %v), %v; want %q", ch.Stdout, ch.Done, err, want)
+				}
 			}
 		})
 	}
@@ -86,7 +107,13 @@ func TestEphemeralRunKeptWhenOutputOutgrowsSpill(t *testing.T) {
 // TestEphemeralHandoffKeepsOutputSoFar: at the handoff a lazy job is
 // written out with what it printed so far.
 func TestEphemeralHandoffKeepsOutputSoFar(t *testing.T) {
-	m, f, _ := openTest(t, nil)
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { testEphemeralHandoff(t, b) })
+	}
+}
+
+func testEphemeralHandoff(t *testing.T, b backend) {
+	m, f := b.open(t, nil)
 	got := make(chan SyncOutcome, 1)
 	go func() {
 		out, err := m.RunSync(context.Background(), code("x"), SyncOptions{Budget: 100 * time.Millisecond, Ephemeral: true, SpillAt: 1 << 20})

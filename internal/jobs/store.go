@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -135,8 +136,13 @@ func nullNanos(t *time.Time) any {
 	return t.UnixNano()
 }
 
+// jsonOrNil encodes v, or returns SQL NULL for nil (including a nil
+// pointer in the interface: a job without progress has no progress).
 func jsonOrNil(v any) (any, error) {
 	if v == nil {
+		return nil, nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return nil, nil
 	}
 	b, err := json.Marshal(v)
@@ -209,7 +215,9 @@ const jobColumns = `id, label, status, created_at, started_at, finished_at, time
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanJob(sc scanner, withRequest bool) (Job, error) {
+// scanJob reads jobColumns (and request when withRequest), then extra
+// destinations for columns a query adds after them.
+func scanJob(sc scanner, withRequest bool, extra ...any) (Job, error) {
 	var (
 		j                          Job
 		status                     string
@@ -224,6 +232,7 @@ func scanJob(sc scanner, withRequest bool) (Job, error) {
 	if withRequest {
 		dest = append(dest, &request)
 	}
+	dest = append(dest, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return Job{}, err
 	}
@@ -247,7 +256,7 @@ func scanJob(sc scanner, withRequest bool) (Job, error) {
 			return Job{}, fmt.Errorf("decode run info of job %s: %w", j.ID, err)
 		}
 	}
-	if progress.Valid {
+	if progress.Valid && progress.String != "null" { // "null": written before jsonOrNil knew nil pointers
 		j.Progress = new(Progress)
 		if err := json.Unmarshal([]byte(progress.String), j.Progress); err != nil {
 			return Job{}, fmt.Errorf("decode progress of job %s: %w", j.ID, err)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -82,7 +83,7 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 	if opts.Ephemeral {
 		lazy = &lazyOptions{spillAt: opts.SpillAt, keep: opts.Keep}
 	}
-	lj, err := m.start(ctx, req, opts.Label, lazy)
+	lj, err := m.start(ctx, req, opts.Label, false, lazy)
 	if err != nil {
 		return SyncOutcome{}, err
 	}
@@ -117,7 +118,10 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 		case <-budget:
 			// Handoff. Reading with a detached ctx: the caller may be on its
 			// way out, the output must still be returned.
-			lj.keep()
+			if err := lj.keep(); errors.Is(err, errFinished) {
+				<-lj.done // its result is moments away: a result beats a handoff
+				return m.syncDone(lj, opts.Ephemeral)
+			}
 			out, err := m.Output(context.WithoutCancel(ctx), id, Cursor{MaxBytes: opts.MaxBytes})
 			if err != nil {
 				return SyncOutcome{Job: lj.snapshot(false)}, fmt.Errorf("read output of job %s at handoff: %w", id, err)
@@ -127,6 +131,9 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 				return m.syncDone(lj, opts.Ephemeral)
 			default:
 			}
+			lj.mu.Lock()
+			lj.job.quiet = false // its id is out: other replicas may follow it now
+			lj.mu.Unlock()
 			return SyncOutcome{Job: lj.snapshot(false), Output: &out}, nil
 		case <-ctx.Done():
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

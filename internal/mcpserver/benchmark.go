@@ -76,24 +76,30 @@ func renderBenchmark(r executor.BenchmarkResult) string {
 	}
 	b.WriteString("\nLast run: ")
 	b.WriteString(renderResult(r.Result))
-	if len(r.Profile) > 0 {
-		b.WriteString("\nProfile (top functions by cumulative time):\n\n| cumtime (s) | tottime (s) | calls | function | where |\n|---:|---:|---:|---|---|\n")
-		for _, p := range r.Profile {
-			where := ""
-			if p.File != "" {
-				where = fmt.Sprintf("%s:%d", filepath.Base(p.File), p.Line)
-			}
-			calls := fmt.Sprint(p.Calls)
-			if p.PrimitiveCalls != p.Calls {
-				calls = fmt.Sprintf("%d/%d", p.Calls, p.PrimitiveCalls)
-			}
-			fmt.Fprintf(&b, "| %.4f | %.4f | %s | %s | %s |\n", p.CumtimeSeconds, p.TottimeSeconds, calls, mdCell(p.Function), mdCell(where))
-		}
-	}
+	writeProfileTable(&b, r.Profile)
 	if r.ProfileNote != "" {
 		fmt.Fprintf(&b, "\nprofile: %s\n", r.ProfileNote)
 	}
 	return b.String()
+}
+
+// writeProfileTable renders cProfile rows as a markdown table.
+func writeProfileTable(b *strings.Builder, rows []executor.ProfileRow) {
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nProfile (top functions by cumulative time):\n\n| cumtime (s) | tottime (s) | calls | function | where |\n|---:|---:|---:|---|---|\n")
+	for _, p := range rows {
+		where := ""
+		if p.File != "" {
+			where = fmt.Sprintf("%s:%d", filepath.Base(p.File), p.Line)
+		}
+		calls := fmt.Sprint(p.Calls)
+		if p.PrimitiveCalls != p.Calls {
+			calls = fmt.Sprintf("%d/%d", p.Calls, p.PrimitiveCalls)
+		}
+		fmt.Fprintf(b, "| %.4f | %.4f | %s | %s | %s |\n", p.CumtimeSeconds, p.TottimeSeconds, calls, mdCell(p.Function), mdCell(where))
+	}
 }
 
 // mdCell keeps a value from breaking a markdown table row.

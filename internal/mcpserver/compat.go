@@ -32,6 +32,9 @@ func (t *tools) registerCompat(srv *mcp.Server) {
 	t.registerUVExecCompat(srv)
 	t.registerPyExecMCPCompat(srv)
 	t.registerPyExecMCPJobsCompat(srv)
+	t.registerPyExecMCPRealNames(srv) // compat_real.go: py_run_script_in_dir, ...
+	t.registerRoadmapCompat(srv)      // compat_roadmap.go: job_cleanup, stream_deltas, run_script_profile
+	t.registerEnvCompat(srv)          // envs.go: environment_cache_list, environment_create_persistent
 }
 
 // serverMode says how this MCP server reaches its executor, honestly: the

@@ -137,14 +137,6 @@ type PyListJobsInput struct {
 	Rendering
 }
 
-// PyPruneJobsInput is the input of py_prune_jobs.
-type PyPruneJobsInput struct {
-	KeepCompleted bool    `json:"keep_completed,omitempty" jsonschema:"Keep completed jobs (default false)."`
-	KeepFailed    bool    `json:"keep_failed,omitempty" jsonschema:"Keep failed and cancelled jobs (default false)."`
-	MaxAgeHours   float64 `json:"max_age_hours,omitempty" jsonschema:"Only remove jobs that finished more than this many hours ago (default 0: any age)."`
-	Rendering
-}
-
 func (t *tools) registerPyExecMCPJobsCompat(srv *mcp.Server) {
 	jt := t.jobs
 	if jt == nil {
@@ -175,14 +167,14 @@ func (t *tools) registerPyExecMCPJobsCompat(srv *mcp.Server) {
 	killTool.Annotations = &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
 	mcp.AddTool(srv, killTool, t.killJob)
 	mcp.AddTool(srv, add("py_job_status", "Get a job's status",
-		"A job's status, progress reported by the script, timestamps, and its result once finished, as {\"job\": {...}}.", true), t.pyJobStatus)
+		"A job's status, progress reported by the script, timestamps, and its result once finished, as {\"job\": {...}}; incremental (default true) returns only output not returned before.", true), t.pyJobStatus)
 	mcp.AddTool(srv, add("py_list_jobs", "List jobs", "List jobs, newest first, optionally by status_filter; total counts all matches.", true), t.pyListJobs)
 	cancelTool := add("py_cancel_job", "Cancel a job", "Cancel a pending or running job (its process tree is killed; output kept).", false)
 	cancelTool.Annotations = &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
 	mcp.AddTool(srv, cancelTool, t.pyCancelJob)
-	pruneTool := add("py_prune_jobs", "Remove finished jobs", "Remove finished jobs and their logs; returns how many were removed and remain.", false)
+	pruneTool := add("py_prune_jobs", "Remove finished jobs", "Remove finished jobs older than max_age_hours (default 24) and their logs; completed and failed jobs are kept unless keep_completed / keep_failed is false. Returns how many were removed and remain.", false)
 	pruneTool.Annotations = &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
-	mcp.AddTool(srv, pruneTool, t.pyPruneJobs)
+	mcp.AddTool(srv, pruneTool, t.pyPruneJobsReal)
 }
 
 func (t *tools) startSeedJob(ctx context.Context, tool string, r engine.Request, label string, rendering Rendering) (*mcp.CallToolResult, AsyncJobStartOutput, error) {
@@ -330,31 +322,10 @@ func (t *tools) killJob(ctx context.Context, _ *mcp.CallToolRequest, in JobIDOnl
 	}), out, nil
 }
 
-func (t *tools) pyJobStatus(ctx context.Context, _ *mcp.CallToolRequest, in JobIDOnlyInput) (*mcp.CallToolResult, PyJobStatusOutput, error) {
-	j, err := t.jobs.ex.Job(ctx, in.JobID)
-	if err != nil {
-		return nil, PyJobStatusOutput{}, jobError(in.JobID, err)
-	}
-	j.Request = nil
-	out := PyJobStatusOutput{Job: SeedJobStatus{Job: j}}
-	if j.Status.Terminal() {
-		ch, _, err := t.fullOutput(ctx, in.JobID)
-		if err != nil {
-			return nil, PyJobStatusOutput{}, err
-		}
-		out.Job.Result = &SeedJobResult{Stdout: ch.Stdout, Stderr: ch.Stderr, ExitCode: j.ExitCode}
-	}
-	return render(in.Rendering, out, func() string { return jobLine(j) + "\n" }), out, nil
-}
-
 func (t *tools) pyListJobs(ctx context.Context, req *mcp.CallToolRequest, in PyListJobsInput) (*mcp.CallToolResult, jobs.JobList, error) {
 	return t.jobs.listJobs(ctx, req, ListJobsInput{Status: in.StatusFilter, Limit: in.Limit, Rendering: in.Rendering})
 }
 
 func (t *tools) pyCancelJob(ctx context.Context, req *mcp.CallToolRequest, in JobIDOnlyInput) (*mcp.CallToolResult, jobs.Job, error) {
 	return t.jobs.cancelJob(ctx, req, JobIDInput{JobID: in.JobID, Rendering: in.Rendering})
-}
-
-func (t *tools) pyPruneJobs(ctx context.Context, req *mcp.CallToolRequest, in PyPruneJobsInput) (*mcp.CallToolResult, jobs.PruneResult, error) {
-	return t.jobs.pruneJobs(ctx, req, PruneJobsInput{KeepCompleted: in.KeepCompleted, KeepFailed: in.KeepFailed, MaxAgeHours: in.MaxAgeHours, Rendering: in.Rendering})
 }

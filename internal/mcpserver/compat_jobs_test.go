@@ -17,7 +17,8 @@ import (
 )
 
 var compatJobTools = []string{"get_job_output", "kill_job", "list_running_jobs", "py_cancel_job", "py_job_status", "py_list_jobs", "py_prune_jobs",
-	"run_script_in_dir_async", "run_script_with_dependencies_async"}
+	"run_script_in_dir_async", "run_script_with_dependencies_async",
+	"py_list_running_jobs", "py_get_job_output", "py_kill_job", "py_cleanup_jobs", "job_cleanup", "stream_deltas"}
 
 // connectJobs serves every toolset over an executor with background jobs.
 func connectJobs(t *testing.T, budget time.Duration, toolsets string) (*mcp.ClientSession, *scripts.Store) {
@@ -169,7 +170,12 @@ func TestCompatJobLifecycle(t *testing.T) {
 	if out["total"].(float64) < 3 || len(out["jobs"].([]any)) != 1 {
 		t.Errorf("py_list_jobs = %v", out)
 	}
-	out, _, _ = mcptest.Call(t, cs, "py_prune_jobs", map[string]any{"keep_completed": false})
+	// The running server's defaults keep completed and failed jobs younger
+	// than 24 hours.
+	if out, _, _ = mcptest.Call(t, cs, "py_prune_jobs", nil); out["removed"] != float64(0) {
+		t.Errorf("py_prune_jobs with defaults removed jobs: %v", out)
+	}
+	out, _, _ = mcptest.Call(t, cs, "py_prune_jobs", map[string]any{"keep_completed": false, "keep_failed": false, "max_age_hours": 0})
 	if out["removed"].(float64) < 4 || out["remaining"] != float64(0) {
 		t.Errorf("py_prune_jobs = %v", out)
 	}

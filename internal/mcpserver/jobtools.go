@@ -116,6 +116,8 @@ type jobTools struct {
 	mu      sync.Mutex
 	subs    map[string]int    // subscribed resource URI -> subscriptions
 	watches map[string]*watch // job id -> forwarder of its change events
+
+	cursors statusCursors // py_job_status's incremental reads (compat_real.go)
 }
 
 // watch forwards one job's change events while any of its URIs is subscribed.
@@ -201,7 +203,7 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 			Message: fmt.Sprintf("Started background job %s (%s). Follow it with get_job(job_id=%q, wait=30); stop it with cancel_job.", j.ID, j.Status, j.ID)}}
 		return render(in.Rendering, out, func() string { return "**" + out.Message + "**\n" }), out, nil
 	}
-	o, err := jt.ex.RunOrHandoff(ctx, in.Request, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel, OutputBudget: budget}, progressTo(ctx, req))
+	o, err := jt.ex.RunOrHandoff(ctx, in.Request, taskSyncOptions(ctx, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel, OutputBudget: budget}), progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}

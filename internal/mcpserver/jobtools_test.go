@@ -79,7 +79,7 @@ func TestJobToolsListed(t *testing.T) {
 			checkSnapshot(t, tool)
 		}
 	}
-	if got := strings.Join(names, ","); got != "benchmark_python,cancel_job,chunk_code,get_job,list_jobs,plan_batch,prune_jobs,run_python,run_python_batch,server_info" {
+	if got := strings.Join(names, ","); got != "benchmark_python,cancel_job,chunk_code,env_create,env_delete,env_list,format_code,get_job,lint_code,list_jobs,plan_batch,prune_jobs,run_python,run_python_batch,server_info" {
 		t.Fatalf("tools: %s", got)
 	}
 	tmpls, err := h.session.ListResourceTemplates(context.Background(), nil)

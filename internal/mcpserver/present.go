@@ -126,3 +126,15 @@ func (o RunPythonOutput) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(m)
 }
+
+// MarshalJSON keeps the seed's shape: every field the seed returns, a job
+// descriptor included (the embedded RunPythonOutput method alone would
+// drop the extra fields).
+func (o PyRunOutput) MarshalJSON() ([]byte, error) {
+	type run RunPythonOutput // without the method
+	return json.Marshal(struct {
+		run
+		InferredDependencies []string `json:"inferred_dependencies,omitempty"`
+		Note                 string   `json:"note,omitempty"`
+	}{run(o.RunPythonOutput), o.InferredDependencies, o.Note})
+}

@@ -32,6 +32,10 @@ type Options struct {
 	// (0: present.DefaultBudget); MaxResultCap is the most a call's
 	// max_output_chars may ask for (0: 10x the default).
 	MaxResultChars, MaxResultCap int
+	// SessionID, when set, mints MCP session ids (Streamable HTTP): a
+	// replica set names the creating replica in them, so any replica can
+	// route a session's requests to it (internal/cluster).
+	SessionID func() string
 }
 
 const instructions = `pyexec runs Python for you without any shell quoting: pass source in "code" (or a workspace file in "script_path") and it is written to a file and run as "python -u FILE". ` +
@@ -48,6 +52,10 @@ func toolsetInstructions(ts string) string {
 		return ` save_script stores code by name with its dependencies (run it with script_name); list_scripts and view_script show saved scripts and the autosaved code of recent inline runs.`
 	case ToolsetCompat:
 		return ` The tools of the uv-exec-mcp, py-executor and python-executor-mcp servers are also available under their own names.`
+	case ToolsetQuality:
+		return ` format_code and lint_code check code or a workspace file with ruff (lint select ["S"]: security rules); files change only with write: true.`
+	case ToolsetEnvs:
+		return ` For packages used across many calls, env_create builds a named environment once; then pass env: NAME to run_python.`
 	}
 	return ""
 }
@@ -62,12 +70,13 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,
+		GetSessionID: opts.SessionID,
 	}
 	sets := opts.Toolsets
 	if sets == nil {
 		sets, _ = ParseToolsets(DefaultToolsets)
 	}
-	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetCompat} {
+	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetQuality, ToolsetEnvs, ToolsetCompat} {
 		if slices.Contains(sets, ts) && (ts != ToolsetScripts || opts.Scripts != nil) {
 			sopts.Instructions += toolsetInstructions(ts)
 		}
@@ -79,5 +88,6 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
 	t.registerToolsets(srv, sets)
+	t.registerTasks(srv, sets)
 	return srv
 }

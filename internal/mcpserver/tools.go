@@ -24,6 +24,7 @@ type tools struct {
 	// resultChars and resultCap: a result's default size in characters,
 	// and the most a call may ask for (present.Budget).
 	resultChars, resultCap int
+	tasks                  *taskStore // MCP Tasks (tasks.go); nil without the core toolset
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -205,15 +206,22 @@ func render(r Rendering, out any, md func() string) *mcp.CallToolResult {
 // the client asked for them with a progress token.
 func progressTo(ctx context.Context, req *mcp.CallToolRequest) executor.ProgressFunc {
 	token := req.Params.GetProgressToken()
+	tk := taskFrom(ctx) // a task-augmented call (tasks.go)
 	if token == nil || req.Session == nil {
+		if tk != nil {
+			return func(p executor.Progress) { tk.progressed(p.Message) }
+		}
 		return nil
 	}
 	return func(p executor.Progress) {
 		// Elapsed seconds always increase, as the protocol asks of progress;
 		// the message carries the details (bytes, batch entries done).
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: p.ElapsedSeconds, Message: p.Message,
-		})
+		params := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.ElapsedSeconds, Message: p.Message}
+		if tk != nil {
+			tk.progressed(p.Message)
+			params.Meta = tk.relatedMeta()
+		}
+		_ = req.Session.NotifyProgress(ctx, params)
 	}
 }
 

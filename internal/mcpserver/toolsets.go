@@ -22,10 +22,14 @@ const (
 	// ToolsetCompat: every tool the three seed servers document, by its
 	// documented name, parameters and result fields (see compat*.go).
 	ToolsetCompat = "compat"
+	// ToolsetQuality: format_code and lint_code, with ruff (quality.go).
+	ToolsetQuality = "quality"
+	// ToolsetEnvs: env_list, env_create, env_delete (envs.go).
+	ToolsetEnvs = "envs"
 )
 
 // DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
-const DefaultToolsets = "core,jobs,scripts"
+const DefaultToolsets = "core,jobs,scripts,quality,envs"
 
 // toolset is a named group of tools and how to register it.
 type toolset struct {
@@ -40,6 +44,8 @@ func toolsets() []toolset {
 		{ToolsetCore, (*tools).registerCore},
 		{ToolsetJobs, (*tools).registerJobs},
 		{ToolsetScripts, (*tools).registerScripts},
+		{ToolsetQuality, (*tools).registerQuality},
+		{ToolsetEnvs, (*tools).registerEnvs},
 		{ToolsetCompat, (*tools).registerCompat},
 	}
 }
@@ -59,12 +65,12 @@ func ParseToolsets(spec string) ([]string, error) {
 			}
 			continue
 		case !slices.ContainsFunc(toolsets(), func(ts toolset) bool { return ts.name == name }):
-			return nil, fmt.Errorf("unknown toolset %q; known: core, jobs, scripts, compat, all", name)
+			return nil, fmt.Errorf("unknown toolset %q; known: %s, all", name, knownToolsets())
 		}
 		out = append(out, name)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no toolset given; known: core, jobs, scripts, compat, all")
+		return nil, fmt.Errorf("no toolset given; known: %s, all", knownToolsets())
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
@@ -88,4 +94,12 @@ func (t *tools) registerToolsets(srv *mcp.Server, names []string) {
 func (t *tools) registerJobs(srv *mcp.Server) {
 	t.jobs.register(srv) // a nil t.jobs registers nothing
 	t.jobsRegistered = t.jobs != nil
+}
+
+func knownToolsets() string {
+	var names []string
+	for _, ts := range toolsets() {
+		names = append(names, ts.name)
+	}
+	return strings.Join(names, ", ")
 }

@@ -18,7 +18,12 @@ var (
 		"check_execution_server", "execute_python_script", "get_http_server_info", "test_hello_world_http", "test_minimal_http",
 		// python-executor-mcp (without its job tools: see registerJobs)
 		"benchmark_script", "py_list_scripts", "py_view_script", "run_script_in_dir", "run_script_with_dependencies",
+		// its running server's py_ names (without its job tools), its roadmap's names
+		"py_benchmark_script", "py_run_saved_script", "py_run_script_in_dir", "py_run_script_with_dependencies", "py_save_script",
+		"environment_cache_list", "environment_create_persistent", "run_script_profile",
 	}
+	qualityTools = []string{"format_code", "lint_code"}
+	envTools     = []string{"env_create", "env_delete", "env_list"}
 )
 
 func sorted(lists ...[]string) []string {
@@ -35,11 +40,12 @@ func TestToolsets(t *testing.T) {
 		spec string
 		want []string
 	}{
-		{"", sorted(coreTools, scriptsTools)}, // the default: core,jobs,scripts
+		{"", sorted(coreTools, scriptsTools, qualityTools, envTools)}, // the default: core,jobs,scripts,quality,envs
 		{"core", sorted(coreTools)},
 		{"scripts", sorted(scriptsTools)},
 		{"compat", sorted(compatTools)},
-		{"all", sorted(coreTools, scriptsTools, compatTools)},
+		{"quality,envs", sorted(qualityTools, envTools)},
+		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools)},
 		{" Core , compat,core", sorted(coreTools, compatTools)},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {

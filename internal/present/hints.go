@@ -5,35 +5,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/pyexec/pyexec/internal/distname"
 	"github.com/pyexec/pyexec/internal/engine"
 )
-
-// distributions maps import names to the distribution that provides them,
-// where the two differ (the usual stumbling blocks).
-var distributions = map[string]string{
-	"sklearn": "scikit-learn", "cv2": "opencv-python", "PIL": "pillow", "yaml": "pyyaml",
-	"bs4": "beautifulsoup4", "skimage": "scikit-image", "dateutil": "python-dateutil",
-	"dotenv": "python-dotenv", "Crypto": "pycryptodome", "OpenSSL": "pyopenssl",
-	"serial": "pyserial", "usb": "pyusb", "magic": "python-magic", "docx": "python-docx",
-	"pptx": "python-pptx", "jwt": "pyjwt", "git": "gitpython", "attr": "attrs",
-	"google": "google-api-python-client", "fitz": "pymupdf", "Levenshtein": "python-levenshtein",
-	"sentencepiece": "sentencepiece", "tensorflow_hub": "tensorflow-hub", "lxml": "lxml",
-	"win32api": "pywin32", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient",
-	"zmq": "pyzmq", "telegram": "python-telegram-bot", "discord": "discord.py",
-	"slugify": "python-slugify", "markdown": "markdown", "mpl_toolkits": "matplotlib",
-	"pkg_resources": "setuptools", "typing_extensions": "typing-extensions", "jose": "python-jose",
-	"multipart": "python-multipart", "Bio": "biopython", "igraph": "python-igraph",
-	"sounddevice": "sounddevice", "pydantic_settings": "pydantic-settings",
-}
-
-// Distribution returns the distribution to install for an import name.
-func Distribution(module string) string {
-	top, _, _ := strings.Cut(module, ".")
-	if d, ok := distributions[top]; ok {
-		return d
-	}
-	return strings.ReplaceAll(top, "_", "-")
-}
 
 var (
 	netErrors   = regexp.MustCompile(`(?i)(Temporary failure in name resolution|Name or service not known|Network is unreachable|No address associated with hostname|nodename nor servname|getaddrinfo failed|Failed to resolve|NameResolutionError|Connection refused)`)
@@ -48,7 +22,10 @@ func Hint(r engine.Result, code string) string {
 	denied := strings.Contains(r.Sandbox, "network deny")
 	switch {
 	case r.Error != nil && r.Error.EName == "ModuleNotFoundError" && r.Error.Module != "":
-		dist := Distribution(r.Error.Module)
+		dist := distname.ForImport(r.Error.Module)
+		if dist == "" {
+			return fmt.Sprintf("the module %q is not installed in this run's environment, and its name does not say which package provides it: find the distribution that does and add it to dependencies: [...]", r.Error.Module)
+		}
 		return fmt.Sprintf("the module %q is not installed in this run's environment: add dependencies: [%q] to the call (installed once with uv, then cached for later runs)", r.Error.Module, dist)
 	case denied && (netErrors.MatchString(tail(r.Stderr, 8192)) || isNetError(r.Error)):
 		return "the network is denied for this run (" + networkSetting(r.Sandbox) + "), so connections and name lookups fail; use a server or call that allows the network, or give the data as a file (write_file) or stdin"

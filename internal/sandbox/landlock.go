@@ -138,9 +138,9 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*l
 		}
 		ro = append(ro, grants...)
 	}
-	ro = append(ro, s.ReadOnly...)
+	ro = append(ro, s.readOnlyPaths()...)
 	rw := []string{}
-	for _, d := range append([]string{s.Workspace, s.TmpDir}, s.ReadWrite...) {
+	for _, d := range append([]string{s.writableWorkspace(), s.TmpDir}, s.ReadWrite...) {
 		if d != "" {
 			rw = append(rw, d)
 		}

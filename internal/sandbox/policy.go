@@ -252,6 +252,9 @@ type Spec struct {
 	RunID string `json:"run_id"`
 	// Workspace is the writable tree (the run's cwd subtree / the workspace).
 	Workspace string `json:"workspace,omitempty"`
+	// WorkspaceReadOnly makes the workspace readable only (helpers the
+	// server runs for a request: readonly.go).
+	WorkspaceReadOnly bool `json:"workspace_read_only,omitempty"`
 	// TmpDir is the run's private temp dir (TMPDIR); writable, and chowned to
 	// RunAs by Prepare.
 	TmpDir string `json:"tmp_dir,omitempty"`

@@ -137,12 +137,12 @@ func Prepare(spec Spec) (*Run, error) {
 	}
 	if confine && r.spec.RunAs != nil && os.Geteuid() == 0 {
 		var rw []string
-		for _, d := range append([]string{r.spec.Workspace, r.spec.TmpDir}, r.spec.ReadWrite...) {
+		for _, d := range append([]string{r.spec.writableWorkspace(), r.spec.TmpDir}, r.spec.ReadWrite...) {
 			if d != "" {
 				rw = append(rw, d)
 			}
 		}
-		plan, err := planReach(r.spec.RunAs, r.spec.ReadOnly, rw)
+		plan, err := planReach(r.spec.RunAs, r.spec.readOnlyPaths(), rw)
 		if err != nil {
 			if ferr := r.runAsRoot("cannot plan the mount namespace binds: " + err.Error()); ferr != nil {
 				r.Close()
@@ -456,7 +456,10 @@ func (r *Run) startOnThread(path string, argv []string, a *syscall.ProcAttr) (in
 			}
 		}
 		if err == nil && r.idmapUserns >= 0 {
-			if err = idmapOver(r.spec.Workspace, r.idmapUserns); err == nil {
+			if err = idmapOver(r.spec.Workspace, r.idmapUserns); err == nil && r.spec.WorkspaceReadOnly {
+				err = remountReadOnly(r.spec.Workspace)
+			}
+			if err == nil {
 				r.applied = append(r.applied, fmt.Sprintf("workspace idmapped: uid %d owns the server's files in it (created files are the server's on disk)", r.spec.RunAs.UID))
 			}
 		}

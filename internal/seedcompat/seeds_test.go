@@ -184,6 +184,16 @@ func runSeedExamples(t *testing.T, e *seedEnv) {
 func newSeedFixtures(t *testing.T) *seedEnv {
 	t.Helper()
 	root := t.TempDir()
+	// The python-executor-mcp examples take /tmp itself as the workspace:
+	// its runs (as nobody) reach the fixtures below only through
+	// directories any user may search, as with any user's files there
+	// (t.TempDir's own parent is 0700). pyexec binds nothing of a workspace
+	// by name: a run could have made the name a symlink.
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e := &seedEnv{root: root, uvDir: filepath.Join(root, "my_python_scripts"), pyexDir: filepath.Join(root, "py-executor-work")}
 
 	// The packages the examples install (requests, pandas, numpy) come from

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,7 +80,14 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 	if err := m.publish(venv, key); err != nil {
 		return "", err
 	}
-	m.sealLater(key) // compile bytecode and make read-only, off the first run's path
+	if man.Sealed {
+		// A confined build compiled its bytecode and was made read-only.
+		if err := os.Chmod(m.layout.env(key), 0o555); err != nil {
+			return "", fmt.Errorf("environment build: %w", err)
+		}
+	} else {
+		m.sealLater(key) // compile bytecode and make read-only, off the first run's path
+	}
 	if progress != nil {
 		progress(PhaseDone, fmt.Sprintf("%d packages: %s", len(man.Resolved), strings.Join(man.Resolved, ", ")))
 	}
@@ -116,60 +126,157 @@ func describe(p plan) string {
 }
 
 // install creates the venv and installs into it, and describes the result.
+// Requirements go the trusted way when they can (wheels only, uv as the
+// server); everything that builds from source goes the confined way
+// (confine.go).
 //
 // The venv is --relocatable: it is built in .tmp and renamed, and uv then
 // writes entry-point scripts that find their python relative to themselves
-// instead of through an absolute shebang to the build path. Bytecode is
-// compiled now, since the env is read-only for runs and would otherwise pay
-// compilation on every import.
+// instead of through an absolute shebang to the build path.
 func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, progress Progress) (Manifest, error) {
 	report := func(phase, detail string) {
 		if progress != nil {
 			progress(phase, detail)
 		}
 	}
-	report(PhaseCreating, "creating a virtual environment for Python "+p.pythonVersion)
-	if _, err := m.uv.run(ctx, tmpRoot, nil, nil, "venv", "--relocatable", "--no-config", "--python", p.python, venv); err != nil {
+	if !p.needsConfinement() {
+		err := m.installWheels(ctx, p, tmpRoot, venv, progress)
+		if err == nil {
+			return m.manifest(p, venv, false)
+		}
+		if !needsBuild(err) {
+			return Manifest{}, err
+		}
+		if err := removeAll(venv); err != nil {
+			return Manifest{}, fmt.Errorf("environment build: %w", err)
+		}
+		report(PhaseDownloading, "some requirements have no wheel: building from source, confined")
+	}
+	if p.spec.Confine == nil {
+		p.spec.Confine = m.cfg.Confine
+	}
+	if p.spec.Confine == nil {
+		return Manifest{}, errNeedsConfiner
+	}
+	if err := m.installConfined(ctx, p, tmpRoot, venv, progress); err != nil {
 		return Manifest{}, err
+	}
+	if err := adopt(venv); err != nil {
+		return Manifest{}, err
+	}
+	return m.manifest(p, venv, true)
+}
+
+// installWheels is the trusted pass: uv as the server, wheels only
+// (--no-build: no sdist is built, no package code runs), from / (no
+// configuration file a run could have planted is discovered), into the
+// shared cache. Bytecode is compiled later, in the background (seal.go).
+func (m *Manager) installWheels(ctx context.Context, p plan, tmpRoot, venv string, progress Progress) error {
+	if progress != nil {
+		progress(PhaseCreating, "creating a virtual environment for Python "+p.pythonVersion)
+	}
+	if _, err := m.uv.run(ctx, "/", nil, nil, "venv", "--relocatable", "--no-config", "--python", p.python, venv); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress(PhaseResolving, "resolving "+strings.Join(p.requirements, ", "))
+	}
+	args := append([]string{"pip", "install", "--no-build", "--python", filepath.Join(venv, "bin", "python")}, p.index.args()...)
+	args = append(args, p.requirements...)
+	_, err := m.uv.run(ctx, "/", nil, progress, args...)
+	return err
+}
+
+// installConfined is the confined pass: every uv command through the
+// plan's Confiner, writing only venv and a private cache and temp dir in
+// tmpRoot (which itself stays the server's: files pyexec writes for the
+// build, like a constraints file, cannot be replaced by it).
+func (m *Manager) installConfined(ctx context.Context, p plan, tmpRoot, venv string, progress Progress) error {
+	report := func(phase, detail string) {
+		if progress != nil {
+			progress(phase, detail)
+		}
+	}
+	cache := filepath.Join(tmpRoot, "cache")
+	for _, d := range []string{venv, cache} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("environment build: %w", err)
+		}
+	}
+	if err := os.Chmod(tmpRoot, 0o755); err != nil { // the run user must reach venv and cache
+		return fmt.Errorf("environment build: %w", err)
+	}
+	readable := m.confinedReadable(p)
+	if p.spec.WorkspaceRoot != "" {
+		readable = append(readable, p.spec.WorkspaceRoot)
+	}
+	cmd := func(dir string, extraEnv ...string) Command {
+		return Command{Env: append(m.confinedEnviron(cache), extraEnv...), Dir: dir,
+			Writable: []string{venv, cache}, Readable: readable}
 	}
 	python := filepath.Join(venv, "bin", "python")
 	idx := p.index.args()
 
+	report(PhaseCreating, "creating a virtual environment for Python "+p.pythonVersion+" (confined)")
+	if _, err := m.uv.runConfined(ctx, p.spec.Confine, cmd(venv), nil, "venv", "--relocatable", "--no-config", "--allow-existing", "--python", p.python, venv); err != nil {
+		return err
+	}
 	if p.strategy == StrategyProject {
-		report(PhaseResolving, "syncing project "+p.project.Dir)
-		args := []string{"sync", "--python", p.python}
+		report(PhaseResolving, "syncing project "+p.project.Dir+" (confined)")
+		args := []string{"sync", "--python", p.python, "--compile-bytecode"}
 		switch m.cfg.ProjectSync {
 		case SyncLocked:
 			args = append(args, "--locked")
 		case SyncFrozen:
 			args = append(args, "--frozen")
 		}
-		args = append(args, idx...)
-		if _, err := m.uv.run(ctx, p.project.Dir, []string{"UV_PROJECT_ENVIRONMENT=" + venv}, progress, args...); err != nil {
-			return Manifest{}, err
+		c := cmd(p.project.Dir, "UV_PROJECT_ENVIRONMENT="+venv)
+		// The default mode re-locks an outdated lock, as `uv run` does: it
+		// writes uv.lock, in the workspace.
+		c.WritesWorkspace = m.cfg.ProjectSync == SyncDefault
+		if _, err := m.uv.runConfined(ctx, p.spec.Confine, c, progress, append(args, idx...)...); err != nil {
+			return err
 		}
 	}
-	if len(p.requirements) > 0 {
-		report(PhaseResolving, "resolving "+strings.Join(p.requirements, ", "))
-		args := []string{"pip", "install", "--python", python}
-		if p.strategy == StrategyProject {
-			// Extra requirements must not move the project's locked versions:
-			// pin what the sync installed as constraints.
-			frozen, err := m.freeze(ctx, python)
-			if err != nil {
-				return Manifest{}, err
-			}
-			constraints := filepath.Join(tmpRoot, "constraints.txt")
-			if err := os.WriteFile(constraints, []byte(strings.Join(pinned(frozen), "\n")+"\n"), 0o644); err != nil {
-				return Manifest{}, fmt.Errorf("write constraints: %w", err)
-			}
-			args = append(args, "--constraint", constraints)
-		}
-		args = append(append(args, idx...), p.requirements...)
-		if _, err := m.uv.run(ctx, tmpRoot, nil, progress, args...); err != nil {
-			return Manifest{}, err
-		}
+	if len(p.requirements) == 0 {
+		return nil
 	}
+	report(PhaseResolving, "resolving "+strings.Join(p.requirements, ", ")+" (confined)")
+	args := []string{"pip", "install", "--compile-bytecode", "--python", python}
+	c := cmd(venv)
+	if p.strategy == StrategyProject {
+		// Extra requirements must not move the project's locked versions:
+		// pin what the sync installed as constraints.
+		out, err := m.uv.runConfined(ctx, p.spec.Confine, cmd(venv), nil, "pip", "freeze", "--python", python)
+		if err != nil {
+			return err
+		}
+		constraints := filepath.Join(tmpRoot, "constraints.txt")
+		if err := writeNew(constraints, []byte(strings.Join(pinned(freezeLines(out)), "\n")+"\n")); err != nil {
+			return fmt.Errorf("write constraints: %w", err)
+		}
+		c.Readable = append(c.Readable, constraints)
+		args = append(args, "--constraint", constraints)
+	}
+	args = append(append(args, idx...), p.requirements...)
+	_, err := m.uv.runConfined(ctx, p.spec.Confine, c, progress, args...)
+	return err
+}
+
+// writeNew creates path (which must not exist: no symlink is followed) and
+// writes data, readable by all.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	return errors.Join(werr, f.Close(), os.Chmod(path, 0o644))
+}
+
+// manifest describes the env built from p; a confined build's env is
+// sealed already (compiled by the build, read-only after adopt).
+func (m *Manager) manifest(p plan, venv string, sealed bool) (Manifest, error) {
 	resolved, err := installed(venv)
 	if err != nil {
 		return Manifest{}, err
@@ -178,33 +285,34 @@ func (m *Manager) install(ctx context.Context, p plan, tmpRoot, venv string, pro
 	if err != nil {
 		return Manifest{}, fmt.Errorf("measure env: %w", err)
 	}
-	man := Manifest{
+	return Manifest{
 		Key: p.key, Strategy: p.strategy, BasePython: p.python, PythonVersion: p.pythonVersion,
 		Requirements: p.requirements, Resolved: resolved, Index: p.index,
 		ProjectDir: p.project.Dir, ProjectRoot: p.project.Root,
-		Created: m.now().UTC(), SizeBytes: size,
-	}
-	return man, nil
+		Created: m.now().UTC(), SizeBytes: size, Sealed: sealed, Confined: sealed,
+	}, nil
 }
 
+// writeManifest writes the env's manifest. Whatever a build may have left
+// under that name (a symlink, say) is removed first, and the new file is
+// created exclusively: nothing is followed.
 func writeManifest(venv string, man Manifest) error {
 	data, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(venv, manifestName), append(data, '\n'), 0o644); err != nil {
+	path := filepath.Join(venv, manifestName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	if err := writeNew(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
 }
 
-// freeze lists what is installed in the env, one "name==version" per
-// package (editable and URL installs as uv prints them).
-func (m *Manager) freeze(ctx context.Context, python string) ([]string, error) {
-	out, err := m.uv.run(ctx, filepath.Dir(python), nil, nil, "pip", "freeze", "--python", python)
-	if err != nil {
-		return nil, err
-	}
+// freezeLines keeps the package lines of `uv pip freeze` output.
+func freezeLines(out []byte) []string {
 	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -212,7 +320,7 @@ func (m *Manager) freeze(ctx context.Context, python string) ([]string, error) {
 			lines = append(lines, line)
 		}
 	}
-	return lines, nil
+	return lines
 }
 
 // pinned keeps the name==version lines of a freeze (constraints files

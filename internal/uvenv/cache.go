@@ -36,6 +36,10 @@ type Manifest struct {
 	UVVersion     string        `json:"uv_version,omitempty"`
 	// Sealed: bytecode compiled and the env made read-only (seal.go).
 	Sealed bool `json:"sealed"`
+	// Confined: built by uv under a Confiner (something had to be built
+	// from source): its files were written by that build, and the server
+	// never executes them (confine.go).
+	Confined bool `json:"confined,omitempty"`
 }
 
 // EnvInfo is one cached environment as List reports it.
@@ -44,6 +48,9 @@ type EnvInfo struct {
 	Dir      string    `json:"dir"`
 	LastUsed time.Time `json:"last_used"`
 	InUse    bool      `json:"in_use"`
+	// Names are the names bound to this env (named.go); a named env is
+	// pinned: eviction and Prune leave it alone.
+	Names []string `json:"names,omitempty"`
 }
 
 // layout names the directories under <state-dir>/envs.
@@ -86,6 +93,7 @@ func (m *Manager) List(ctx context.Context) ([]EnvInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list envs: %w", err)
 	}
+	pinned := m.pinnedKeys()
 	var out []EnvInfo
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -104,7 +112,7 @@ func (m *Manager) List(ctx context.Context) ([]EnvInfo, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, EnvInfo{Manifest: man, Dir: m.layout.env(key), LastUsed: fi.ModTime(), InUse: m.inUse(key)})
+		out = append(out, EnvInfo{Manifest: man, Dir: m.layout.env(key), LastUsed: fi.ModTime(), InUse: m.inUse(key), Names: pinned[key]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.Before(out[j].LastUsed) })
 	return out, nil
@@ -124,8 +132,8 @@ func (m *Manager) inUse(key string) bool {
 	return err == nil && !ok
 }
 
-// PruneOptions choose which environments Prune removes. Envs in use are
-// never removed, whatever the options say.
+// PruneOptions choose which environments Prune removes. Envs in use and
+// named envs are never removed, whatever the options say.
 type PruneOptions struct {
 	All       bool          // remove every env not in use
 	UnusedFor time.Duration // remove envs not used for at least this long
@@ -167,7 +175,7 @@ func (m *Manager) prune(ctx context.Context, opts PruneOptions, skip string) (Pr
 		want := opts.All ||
 			(opts.UnusedFor > 0 && now.Sub(e.LastUsed) >= opts.UnusedFor) ||
 			(opts.MaxBytes > 0 && total > opts.MaxBytes)
-		if !want || e.Key == skip || e.InUse {
+		if !want || e.Key == skip || e.InUse || len(e.Names) > 0 {
 			res.Kept++
 			res.KeptBytes += e.SizeBytes
 			continue

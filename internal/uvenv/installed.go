@@ -7,23 +7,41 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // installed lists the distributions in a venv as "name==version", read from
 // their .dist-info METADATA. It answers what `uv pip freeze` would without
-// starting another process on the cold path of every build.
+// starting another process on the cold path of every build. A confined
+// build wrote these files, so no symlink is followed on the way to them
+// (lib/pythonX.Y/site-packages/NAME.dist-info/METADATA, opened below the
+// venv with workspace.OpenBeneath).
 func installed(venv string) ([]string, error) {
-	metas, err := filepath.Glob(filepath.Join(venv, "lib", "python*", "site-packages", "*.dist-info", "METADATA"))
+	var out []string
+	libs, err := os.ReadDir(filepath.Join(venv, "lib"))
 	if err != nil {
 		return nil, fmt.Errorf("list installed distributions: %w", err)
 	}
-	var out []string
-	for _, path := range metas {
-		name, version, err := readMetadata(path)
-		if err != nil {
-			return nil, err
+	for _, lib := range libs {
+		if !lib.IsDir() || !strings.HasPrefix(lib.Name(), "python") {
+			continue // lib64 and friends may be symlinks: never followed
 		}
-		out = append(out, NormalizeName(name)+"=="+version)
+		site := filepath.Join("lib", lib.Name(), "site-packages")
+		dists, err := os.ReadDir(filepath.Join(venv, site))
+		if err != nil {
+			continue
+		}
+		for _, d := range dists {
+			if !d.IsDir() || !strings.HasSuffix(d.Name(), ".dist-info") {
+				continue
+			}
+			name, version, err := readMetadata(venv, filepath.Join(site, d.Name(), "METADATA"))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, NormalizeName(name)+"=="+version)
+		}
 	}
 	slices.Sort(out)
 	return out, nil
@@ -31,8 +49,9 @@ func installed(venv string) ([]string, error) {
 
 // readMetadata reads the Name and Version headers of a METADATA file (the
 // headers end at the first blank line).
-func readMetadata(path string) (name, version string, err error) {
-	f, err := os.Open(path)
+func readMetadata(venv, rel string) (name, version string, err error) {
+	path := filepath.Join(venv, rel)
+	f, err := workspace.OpenBeneath(venv, rel, workspace.ServerRights)
 	if err != nil {
 		return "", "", fmt.Errorf("read %s: %w", path, err)
 	}

@@ -54,6 +54,9 @@ type Config struct {
 	ProjectSync string
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Confine is the Confiner of builds whose Spec gives none (a named
+	// environment rebuilt on demand); nil refuses them.
+	Confine Confiner
 }
 
 // Spec is what a run needs: an interpreter plus requirements, a project, or
@@ -77,6 +80,13 @@ type Spec struct {
 	RequiresPython string
 	// Index adds to Config.Index for this environment.
 	Index IndexSettings
+	// Files reads the project's files (nil: race-free below WorkspaceRoot
+	// with the server's rights). Not part of the key.
+	Files FileReader
+	// Confine runs the uv commands of a build that executes package code
+	// (projects, sdists, local and VCS requirements) in the request's
+	// sandbox; nil refuses such builds. Not part of the key.
+	Confine Confiner
 }
 
 // Env is a ready environment. It stays valid (never evicted) until the
@@ -84,7 +94,8 @@ type Spec struct {
 type Env struct {
 	Key           string
 	Dir           string
-	Python        string // Dir/bin/python: exec this
+	Python        string // Dir/bin/python: exec this (confined: it may be a build's)
+	BasePython    string // the trusted interpreter the env was made from
 	Strategy      string // StrategyEnv or StrategyProject
 	PythonVersion string
 	Requirements  []string
@@ -247,14 +258,20 @@ func (m *Manager) plan(ctx context.Context, spec Spec) (plan, error) {
 		if root == "" {
 			root = spec.ProjectDir
 		}
-		proj, ok, err := DetectProject(spec.ProjectDir, root)
+		files := spec.Files
+		if files == nil {
+			if files, err = defaultFiles(root); err != nil {
+				return plan{}, err
+			}
+		}
+		proj, ok, err := DetectProject(files, spec.ProjectDir, root)
 		if err != nil {
 			return plan{}, err
 		}
 		if !ok {
 			return plan{}, fmt.Errorf("project %s: no pyproject.toml with a [project] table", spec.ProjectDir)
 		}
-		content, err := projectContent(proj)
+		content, err := projectContent(files, proj)
 		if err != nil {
 			return plan{}, err
 		}
@@ -377,7 +394,7 @@ func (m *Manager) acquire(p plan) (Env, func(), error) {
 			l.close()
 		})
 	}
-	return Env{Key: p.key, Dir: dir, Python: python, Strategy: man.Strategy,
+	return Env{Key: p.key, Dir: dir, Python: python, BasePython: man.BasePython, Strategy: man.Strategy,
 		PythonVersion: man.PythonVersion, Requirements: man.Requirements,
 		Resolved: man.Resolved, ProjectDir: man.ProjectDir}, release, nil
 }

@@ -76,6 +76,9 @@ func (f *fixture) manager(mod ...func(*Config)) *Manager {
 
 func ensure(t *testing.T, m *Manager, spec Spec) Env {
 	t.Helper()
+	if spec.Confine == nil {
+		spec.Confine = directConfiner
+	}
 	env, release, err := m.Ensure(context.Background(), spec, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -179,7 +179,7 @@ func TestDetectProject(t *testing.T) {
 			if tt.root != "" {
 				root = abs(tt.root)
 			}
-			got, ok, err := DetectProject(abs(tt.start), root)
+			got, ok, err := DetectProject(nil, abs(tt.start), root)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}

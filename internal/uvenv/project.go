@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Project is a uv project found around a script: the directory `uv run`
@@ -38,12 +39,34 @@ type pyproject struct {
 	} `toml:"tool"`
 }
 
+// FileReader reads a project's files (pyproject.toml, uv.lock) on a
+// request's behalf. Every one of them may have been written by a run, so
+// the engine's reader opens them race-free with the run user's rights
+// (workspace.Files). A missing file is an error wrapping fs.ErrNotExist, an
+// unreadable one fs.ErrPermission.
+type FileReader interface {
+	ReadFile(path string) ([]byte, error)
+}
+
+// maxProjectFile caps what is read of one project file.
+const maxProjectFile = 16 << 20
+
+// defaultFiles reads below root race-free with the server's own rights, for
+// callers that give no FileReader.
+func defaultFiles(root string) (FileReader, error) {
+	r, err := workspace.NewRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("find project: %w", err)
+	}
+	return workspace.Files{Root: r, Rights: workspace.ServerRights, Limit: maxProjectFile}, nil
+}
+
 // FindProject walks up from start (a script's directory or the cwd) to root
-// (the workspace; "" means the filesystem root) and returns the nearest
-// directory whose pyproject.toml makes it a uv project. It never looks above
-// root, so a pyproject.toml outside the workspace cannot capture its runs.
+// (the workspace; "" means the filesystem root) and returns the nearest directory whose pyproject.toml
+// makes it a uv project. It never looks above root, so a pyproject.toml
+// outside the workspace cannot capture its runs.
 func FindProject(start, root string) (dir string, ok bool) {
-	p, ok, err := DetectProject(start, root)
+	p, ok, err := DetectProject(nil, start, root)
 	if err != nil || !ok {
 		return "", false
 	}
@@ -52,8 +75,9 @@ func FindProject(start, root string) (dir string, ok bool) {
 
 // DetectProject is FindProject with the workspace root and lock, and with
 // the error of a pyproject.toml that does not parse (uv would fail on it too,
-// so saying so is better than silently running without the project).
-func DetectProject(start, root string) (Project, bool, error) {
+// so saying so is better than silently running without the project). files
+// reads them (nil: race-free below root with the server's rights).
+func DetectProject(files FileReader, start, root string) (Project, bool, error) {
 	start, err := filepath.Abs(start)
 	if err != nil {
 		return Project{}, false, fmt.Errorf("find project: %w", err)
@@ -65,10 +89,17 @@ func DetectProject(start, root string) (Project, bool, error) {
 		if !within(start, root) {
 			return Project{}, false, nil
 		}
+	} else {
+		root = "/"
+	}
+	if files == nil {
+		if files, err = defaultFiles(root); err != nil {
+			return Project{}, false, err
+		}
 	}
 	var p Project
 	for dir := start; ; {
-		pp, exists, err := readPyproject(dir)
+		pp, exists, err := readPyproject(files, dir)
 		if err != nil {
 			return Project{}, false, err
 		}
@@ -79,11 +110,11 @@ func DetectProject(start, root string) (Project, bool, error) {
 			case p.Dir == "" && managed && (pp.Project != nil || isWorkspace):
 				p.Dir, p.Root = dir, dir
 				if isWorkspace {
-					return withLock(p), true, nil
+					return withLock(files, p), true, nil
 				}
 			case p.Dir != "" && isWorkspace:
 				p.Root = dir
-				return withLock(p), true, nil
+				return withLock(files, p), true, nil
 			}
 		}
 		if dir == root {
@@ -98,20 +129,20 @@ func DetectProject(start, root string) (Project, bool, error) {
 	if p.Dir == "" {
 		return Project{}, false, nil
 	}
-	return withLock(p), true, nil
+	return withLock(files, p), true, nil
 }
 
-func withLock(p Project) Project {
+func withLock(files FileReader, p Project) Project {
 	lock := filepath.Join(p.Root, "uv.lock")
-	if _, err := os.Stat(lock); err == nil {
+	if _, err := files.ReadFile(lock); err == nil {
 		p.Lock = lock
 	}
 	return p
 }
 
-func readPyproject(dir string) (pyproject, bool, error) {
+func readPyproject(files FileReader, dir string) (pyproject, bool, error) {
 	path := filepath.Join(dir, "pyproject.toml")
-	data, err := os.ReadFile(path)
+	data, err := files.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return pyproject{}, false, nil
 	}
@@ -140,15 +171,15 @@ func within(path, root string) bool {
 // the member's and the workspace root's pyproject.toml and the lock. Source
 // files are not included: uv installs the project itself editable, so code
 // changes show up without a rebuild, exactly as with `uv run`.
-func projectContent(p Project) ([]string, error) {
+func projectContent(files FileReader, p Project) ([]string, error) {
 	var parts []string
-	files := []string{filepath.Join(p.Dir, "pyproject.toml")}
+	paths := []string{filepath.Join(p.Dir, "pyproject.toml")}
 	if p.Root != p.Dir {
-		files = append(files, filepath.Join(p.Root, "pyproject.toml"))
+		paths = append(paths, filepath.Join(p.Root, "pyproject.toml"))
 	}
-	files = append(files, filepath.Join(p.Root, "uv.lock"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	paths = append(paths, filepath.Join(p.Root, "uv.lock"))
+	for _, f := range paths {
+		data, err := files.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
 			parts = append(parts, f, "<absent>")
 			continue

@@ -97,7 +97,7 @@ func TestProjectSyncModes(t *testing.T) {
 	dir := f.newProject([]string{"pyexec-alpha"}, true)
 	f.writePyproject(dir, []string{"pyexec-alpha", "pyexec-tool"}) // the lock is now outdated
 
-	_, _, err := f.manager(func(c *Config) { c.ProjectSync = SyncLocked }).Ensure(context.Background(), Spec{Python: basePython, ProjectDir: dir}, nil)
+	_, _, err := f.manager(func(c *Config) { c.ProjectSync = SyncLocked }).Ensure(context.Background(), Spec{Python: basePython, ProjectDir: dir, Confine: directConfiner}, nil)
 	if err == nil || !strings.Contains(err.Error(), "lock") {
 		t.Fatalf("locked sync with an outdated lock: err = %v", err)
 	}

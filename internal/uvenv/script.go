@@ -20,6 +20,9 @@ type ScriptMetadata struct {
 
 // blockPattern is the reference regular expression of PEP 723, verbatim in
 // RE2 syntax: a "# /// TYPE" line, comment lines, and a closing "# ///" line.
+// openPattern is a "# /// script" opening line.
+var openPattern = regexp.MustCompile(`(?m)^# /// script$`)
+
 var blockPattern = regexp.MustCompile(`(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$`)
 
 // scriptTable is the TOML of a script block. Unknown keys (tool tables) are
@@ -51,7 +54,7 @@ func ParseScriptMetadata(src []byte) (ScriptMetadata, error) {
 		content = m[2]
 	}
 	if found == 0 {
-		if strings.Contains(text, "# /// script") {
+		if openPattern.MatchString(text) { // an opening line of its own, not the text anywhere
 			return ScriptMetadata{}, fmt.Errorf("PEP 723 metadata: a \"# /// script\" block was opened but not closed by a \"# ///\" line (every line in between must start with \"#\")")
 		}
 		return ScriptMetadata{}, nil

@@ -84,8 +84,15 @@ func (m *Manager) seal(ctx context.Context, key string) error {
 	sites, _ := filepath.Glob(filepath.Join(dir, "lib", "python*", "site-packages"))
 	if len(sites) > 0 {
 		// One worker at low priority: the first runs of this env are
-		// probably going on right now and should get the CPU.
-		cmd := exec.CommandContext(ctx, filepath.Join(dir, "bin", "python"), append([]string{"-I", "-m", "compileall", "-q", "-j", "1"}, sites...)...)
+		// probably going on right now and should get the CPU. -S: no
+		// site, so no .pth file of an installed wheel runs (with the
+		// server's rights); only files are compiled, none executed. Envs
+		// a confined build made are never sealed here (they compiled
+		// themselves).
+		if man.Confined {
+			return fmt.Errorf("seal %s: a confined build's env is not compiled by the server", key)
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "bin", "python"), append([]string{"-I", "-S", "-m", "compileall", "-q", "-j", "1"}, sites...)...)
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("seal %s: compile bytecode: %w", key, err)
 		}

@@ -1,18 +1,17 @@
 package uvenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -118,17 +117,16 @@ type uvRunner struct {
 // explanation ("No solution found ...") is at the end, so the tail is kept.
 const stderrKeep = 64 << 10
 
-// run executes uv with args in dir. stdout is returned; stderr lines are
-// passed to progress as they arrive and, on failure, the error carries uv's
-// stderr (its own explanation of what went wrong). uv gets its own process
-// group, and the whole group is killed when ctx ends: uv does not forward
-// SIGKILL to its children.
+// run executes uv with args in dir, as the server: only for what runs no
+// package code (creating a venv, installing wheels with --no-build, listing
+// an env the server built). stdout is returned; stderr lines are passed to
+// progress as they arrive and, on failure, the error carries uv's stderr
+// (its own explanation of what went wrong). uv gets its own process group,
+// and the whole group is killed when ctx ends: uv does not forward SIGKILL
+// to its children.
 func (u uvRunner) run(ctx context.Context, dir string, extraEnv []string, progress Progress, args ...string) ([]byte, error) {
-	if u.path == "" {
-		return nil, fmt.Errorf("run uv %s: %w", args[0], ErrNoUV)
-	}
-	if _, err := os.Stat(u.path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("run uv %s: %s does not exist: %w", args[0], u.path, ErrNoUV)
+	if err := u.check(args); err != nil {
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, u.path, args...)
 	cmd.Dir = dir
@@ -138,40 +136,117 @@ func (u uvRunner) run(ctx context.Context, dir string, extraEnv []string, progre
 	cmd.WaitDelay = 5 * time.Second
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	stderrPipe, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, fmt.Errorf("run uv %s: %w", args[0], err)
-	}
+	lines := newLineWriter(progress)
+	cmd.Stderr = lines
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
 			return nil, fmt.Errorf("run uv %s: %w", args[0], ErrNoUV)
 		}
 		return nil, fmt.Errorf("run uv %s: %w", args[0], err)
 	}
-	tail := &tailBuffer{max: stderrKeep}
-	sc := bufio.NewScanner(io.TeeReader(stderrPipe, tail))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if progress != nil {
-			if phase := phaseOf(line); phase != "" {
-				progress(phase, strings.TrimSpace(line))
-			}
-		}
-	}
-	io.Copy(io.Discard, stderrPipe) // drain after an over-long line
-	err = cmd.Wait()
+	err := cmd.Wait()
+	lines.flush()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("uv %s: %w", args[0], ctx.Err())
 	}
 	if err != nil {
-		msg := strings.TrimSpace(tail.String())
-		if msg == "" {
-			msg = "(no output)"
-		}
-		return nil, &UVError{Args: args, Err: err, Stderr: msg}
+		return nil, lines.failure(args, err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// runConfined is run through confine: for every uv command of a build that
+// can execute package code. c says what it may read and write; its Argv,
+// Stdout and Stderr are filled in here.
+func (u uvRunner) runConfined(ctx context.Context, confine Confiner, c Command, progress Progress, args ...string) ([]byte, error) {
+	if err := u.check(args); err != nil {
+		return nil, err
+	}
+	var stdout bytes.Buffer
+	lines := newLineWriter(progress)
+	c.Argv = append([]string{u.path}, args...)
+	c.Stdout, c.Stderr = &stdout, lines
+	code, err := confine(ctx, c)
+	lines.flush()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("uv %s: %w", args[0], ctx.Err())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("uv %s (confined): %w", args[0], err)
+	}
+	if code != 0 {
+		return nil, lines.failure(args, fmt.Errorf("exit status %d", code))
+	}
+	return stdout.Bytes(), nil
+}
+
+func (u uvRunner) check(args []string) error {
+	if u.path == "" {
+		return fmt.Errorf("run uv %s: %w", args[0], ErrNoUV)
+	}
+	if _, err := os.Stat(u.path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("run uv %s: %s does not exist: %w", args[0], u.path, ErrNoUV)
+	}
+	return nil
+}
+
+// lineWriter takes uv's stderr: each line goes to progress (as the phase it
+// announces) and the tail is kept for the error message.
+type lineWriter struct {
+	mu       sync.Mutex
+	progress Progress
+	partial  []byte
+	tail     tailBuffer
+}
+
+func newLineWriter(progress Progress) *lineWriter {
+	return &lineWriter{progress: progress, tail: tailBuffer{max: stderrKeep}}
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tail.Write(p)
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		l.line(string(l.partial[:i]))
+		l.partial = l.partial[i+1:]
+	}
+	if len(l.partial) > 1<<20 {
+		l.partial = l.partial[:0] // an over-long line: not a phase anyway
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) line(s string) {
+	if l.progress != nil {
+		if phase := phaseOf(s); phase != "" {
+			l.progress(phase, strings.TrimSpace(s))
+		}
+	}
+}
+
+func (l *lineWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.partial) > 0 {
+		l.line(string(l.partial))
+		l.partial = nil
+	}
+}
+
+func (l *lineWriter) failure(args []string, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	msg := strings.TrimSpace(l.tail.String())
+	if msg == "" {
+		msg = "(no output)"
+	}
+	return &UVError{Args: args, Err: err, Stderr: msg}
 }
 
 // UVError is a failed uv command. Its message is uv's own stderr, which says

@@ -38,6 +38,9 @@ type Package struct {
 	Files map[string]string
 	// Scripts are console_scripts entry points: command name -> "module:func".
 	Scripts map[string]string
+	// Module, when set, is the import package instead of the name-derived
+	// one (a stand-in for beautifulsoup4 installs bs4).
+	Module string
 }
 
 var nonAlnum = regexp.MustCompile(`[-_.]+`)
@@ -75,6 +78,9 @@ func build(dir string, p Package) (string, error) {
 	}
 	mod := importName(p.Name)
 	distInfo := fmt.Sprintf("%s-%s.dist-info", mod, p.Version)
+	if p.Module != "" {
+		mod = p.Module
+	}
 
 	files := map[string]string{}
 	files[mod+"/__init__.py"] = fmt.Sprintf("__version__ = %q\nNAME = %q\n", p.Version, mod)
