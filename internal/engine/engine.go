@@ -23,11 +23,12 @@ type Engine struct {
 	cfg     Config
 	ws      *workspace.Root // the path rules (package workspace)
 	interps interpreters
-	envs    *uvenv.Manager // dependency environments (environment.go)
-	caps    capsCache      // what the kernel can enforce (sandbox.go)
-	warm    *warmPool      // nil when warm interpreters are off (pool.go)
-	tmp     *tmpDirs       // the runs' temp dirs (tmpdirs.go)
-	runAs   runAsCache     // recent run-as choices (sandbox.go)
+	envs    *uvenv.Manager     // dependency environments (environment.go)
+	caps    capsCache          // what the kernel can enforce (sandbox.go)
+	warm    *warmPool          // nil when warm interpreters are off (pool.go)
+	tmp     *tmpDirs           // the runs' temp dirs (tmpdirs.go)
+	watch   *workspace.Watcher // the files runs change (package workspace)
+	runAs   runAsCache         // recent run-as choices (sandbox.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -54,7 +55,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir))}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir)), watch: workspace.NewWatcher(ws.HideTree(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
@@ -66,6 +67,7 @@ func New(cfg Config) (*Engine, error) {
 // flight on them are killed). The engine must not be used afterwards.
 func (e *Engine) Close() error {
 	e.closeWarm()
+	e.watch.Close()
 	e.tmp.close()
 	e.envs.Wait()
 	return nil
@@ -112,10 +114,13 @@ func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extra
 	}
 	defer e.tmp.remove(p.tmpDir)
 	defer p.uv.done()
+	span := e.watch.Begin()
 	res, err := e.execute(ctx, p, obs)
+	changes, note := span.End(p.rights)
 	res.ResolvedDependencies = p.uv.resolvedDependencies()
 	if err == nil {
 		res.RunOutputs = collectOutputs(p.tmpDir)
+		res.Files, res.FilesNote = fileChanges(changes), note
 	}
 	return res, err
 }
@@ -130,7 +135,8 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
-	uv       *envUse // the uv environment the run uses, or nil
+	uv       *envUse          // the uv environment the run uses, or nil
+	rights   workspace.Rights // of the run's user, for reads on its behalf
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
@@ -225,7 +231,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, rights: rights, extraFiles: x.ExtraFiles,
 		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
 	}, nil
 }

@@ -61,6 +61,20 @@ type FileChange struct {
 	SHA256 string `json:"sha256,omitempty" jsonschema:"SHA-256 of the content (absent for files over 64 MiB)."`
 	URI    string `json:"uri" jsonschema:"pyexec://workspace/PATH: read it with resources/read or read_file."`
 	Change string `json:"change" jsonschema:"created, modified or deleted."`
+	// Concurrent: see workspace.Change.
+	Concurrent bool `json:"concurrent,omitempty" jsonschema:"True when another run was active in the same workspace when the change was seen: it may be that run's."`
+}
+
+// fileChanges are the watcher's changes as a result reports them.
+func fileChanges(cs []workspace.Change) []FileChange {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]FileChange, len(cs))
+	for i, c := range cs {
+		out[i] = FileChange{Path: c.Path, Size: c.Size, MIME: c.MIME, SHA256: c.SHA256, URI: workspace.URI(c.Path), Change: c.Kind, Concurrent: c.Concurrent}
+	}
+	return out
 }
 
 // Bounds of what is collected from a run's output dir.

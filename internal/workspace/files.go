@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"mime"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -563,4 +564,30 @@ func (l *lister) match(name, p string) bool {
 	}
 	ok, _ := path.Match(l.o.Pattern, name)
 	return ok
+}
+
+// URIPrefix starts the URI of a workspace file (the resource template
+// pyexec://workspace/{+path}).
+const URIPrefix = "pyexec://workspace/"
+
+// URI names the workspace file rel (slash-separated) as a resource.
+func URI(rel string) string {
+	parts := strings.Split(rel, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return URIPrefix + strings.Join(parts, "/")
+}
+
+// ParseURI returns the workspace path a URI names.
+func ParseURI(uri string) (string, error) {
+	rest, ok := strings.CutPrefix(uri, URIPrefix)
+	if !ok {
+		return "", fmt.Errorf("%q is not a workspace URI (%s{path}): %w", uri, URIPrefix, ErrInvalidPath)
+	}
+	rel, err := url.PathUnescape(rest)
+	if err != nil {
+		return "", fmt.Errorf("%q: %v: %w", uri, err, ErrInvalidPath)
+	}
+	return rel, nil
 }
