@@ -23,6 +23,7 @@ type engineFlags struct {
 	deps           depsFlags // envs.go
 	warm           int
 	preload        string
+	maxUpload      int64
 }
 
 // engineAliases are the seeds' environment variables, accepted as aliases.
@@ -42,6 +43,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	f.sandbox.register(fs)
 	f.deps.register(fs)
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
+	fs.Int64Var(&f.maxUpload, "max-upload", executor.DefaultMaxUpload, "largest file in bytes write_file and PUT /v1/files accept")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 }
 
@@ -90,6 +92,7 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	}
 	l := executor.NewLocal(eng, Version, f.maxWorkers)
 	l.SetRuff(ruff)
+	l.SetMaxUpload(f.maxUpload)
 	return l, nil
 }
 

@@ -26,7 +26,8 @@ type Local struct {
 	uvOnce    sync.Once
 	uvVersion string
 
-	quality qualityRunner // format and lint (quality.go)
+	quality   qualityRunner // format and lint (quality.go)
+	maxUpload int64         // largest file WriteFile accepts (files.go)
 }
 
 // NewLocal wraps eng. maxWorkers caps batch parallelism (0: the core count).

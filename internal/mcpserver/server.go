@@ -54,6 +54,8 @@ func toolsetInstructions(ts string) string {
 		return ` The tools of the uv-exec-mcp, py-executor and python-executor-mcp servers are also available under their own names.`
 	case ToolsetQuality:
 		return ` format_code and lint_code check code or a workspace file with ruff (lint select ["S"]: security rules); files change only with write: true.`
+	case ToolsetFiles:
+		return ` write_file puts data or code into the workspace, read_file and list_files get results back (a run's result lists the files it wrote).`
 	case ToolsetEnvs:
 		return ` For packages used across many calls, env_create builds a named environment once; then pass env: NAME to run_python.`
 	}

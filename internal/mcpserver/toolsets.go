@@ -26,10 +26,13 @@ const (
 	ToolsetQuality = "quality"
 	// ToolsetEnvs: env_list, env_create, env_delete (envs.go).
 	ToolsetEnvs = "envs"
+	// ToolsetFiles: write_file, read_file, list_files and the
+	// pyexec://workspace/ resources (files.go).
+	ToolsetFiles = "files"
 )
 
 // DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
-const DefaultToolsets = "core,jobs,scripts,quality,envs"
+const DefaultToolsets = "core,jobs,scripts,quality,envs,files"
 
 // toolset is a named group of tools and how to register it.
 type toolset struct {
@@ -46,6 +49,7 @@ func toolsets() []toolset {
 		{ToolsetScripts, (*tools).registerScripts},
 		{ToolsetQuality, (*tools).registerQuality},
 		{ToolsetEnvs, (*tools).registerEnvs},
+		{ToolsetFiles, (*tools).registerFiles},
 		{ToolsetCompat, (*tools).registerCompat},
 	}
 }

@@ -24,6 +24,7 @@ var (
 	}
 	qualityTools = []string{"format_code", "lint_code"}
 	envTools     = []string{"env_create", "env_delete", "env_list"}
+	filesTools   = []string{"list_files", "read_file", "write_file"}
 )
 
 func sorted(lists ...[]string) []string {
@@ -40,12 +41,13 @@ func TestToolsets(t *testing.T) {
 		spec string
 		want []string
 	}{
-		{"", sorted(coreTools, scriptsTools, qualityTools, envTools)}, // the default: core,jobs,scripts,quality,envs
+		{"", sorted(coreTools, scriptsTools, qualityTools, envTools, filesTools)}, // the default: core,jobs,scripts,quality,envs,files
 		{"core", sorted(coreTools)},
 		{"scripts", sorted(scriptsTools)},
 		{"compat", sorted(compatTools)},
 		{"quality,envs", sorted(qualityTools, envTools)},
-		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools)},
+		{"files", sorted(filesTools)},
+		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools, filesTools)},
 		{" Core , compat,core", sorted(coreTools, compatTools)},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {

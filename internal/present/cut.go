@@ -59,7 +59,7 @@ func cutStream(name, text string, total, lines int64, limit int, where Where) St
 }
 
 func marker(name string, s Stream, where Where) string {
-	what := fmt.Sprintf("%s lines (%s bytes) of %s cut here", commas(s.DroppedLines), commas(s.DroppedBytes), name)
+	what := fmt.Sprintf("%s lines (%s bytes) of %s cut here", Commas(s.DroppedLines), Commas(s.DroppedBytes), name)
 	if where.JobID != "" {
 		return fmt.Sprintf("\n[... %s; the full output is kept: read job://%s/output, or get_job(job_id=%q, %s_offset=%d) ...]\n",
 			what, where.JobID, where.JobID, name, s.HeadBytes)
@@ -72,7 +72,8 @@ func marker(name string, s Stream, where Where) string {
 }
 
 // commas writes n with thousands separators.
-func commas(n int64) string {
+// Commas writes n with thousands separators (1,234,567), as results show sizes.
+func Commas(n int64) string {
 	s := fmt.Sprint(n)
 	if n < 0 {
 		return s
@@ -96,7 +97,7 @@ func clip(text string, limit int) (string, bool) {
 		return text[:runeStart(text, max(limit, 0))], true
 	}
 	cut := runeStart(text, limit-60)
-	return text[:cut] + fmt.Sprintf("\n[... %s more bytes not shown]", commas(int64(len(text)-cut))), true
+	return text[:cut] + fmt.Sprintf("\n[... %s more bytes not shown]", Commas(int64(len(text)-cut))), true
 }
 
 // CutOutput fits two streams (such as a handed-off run's output so far)

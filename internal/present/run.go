@@ -144,7 +144,7 @@ func writeStream(b *strings.Builder, s Stream, present bool) {
 	if !present {
 		return
 	}
-	head := fmt.Sprintf("%s (%s bytes", s.Name, commas(s.Bytes))
+	head := fmt.Sprintf("%s (%s bytes", s.Name, Commas(s.Bytes))
 	if s.Bytes == 0 {
 		head = s.Name + " (nothing from the script; pyexec's note"
 	}
@@ -241,7 +241,7 @@ func presentDisplays(ds []engine.Display, budget int, v *View) ([]engine.Display
 				v.Images = append(v.Images, Image{MIME: mime, Data: raw})
 			}
 			v.Extra.Images = append(v.Extra.Images, info)
-			ref := fmt.Sprintf("[image %d: %dx%d %s, %s bytes", n, d.Width, d.Height, mime, commas(int64(len(raw))))
+			ref := fmt.Sprintf("[image %d: %dx%d %s, %s bytes", n, d.Width, d.Height, mime, Commas(int64(len(raw))))
 			if info.Inline {
 				ref += ", in this result's content]"
 			} else {
@@ -298,7 +298,7 @@ func writeFiles(b *strings.Builder, files []engine.FileChange, note string, v *V
 			fmt.Fprintf(b, "- ... and %d more\n", len(files)-maxFilesShown)
 			break
 		}
-		fmt.Fprintf(b, "- `%s` %s (%s bytes, %s) %s\n", f.Path, f.Change, commas(f.Size), f.MIME, f.URI)
+		fmt.Fprintf(b, "- `%s` %s (%s bytes, %s) %s\n", f.Path, f.Change, Commas(f.Size), f.MIME, f.URI)
 		if f.Change != "deleted" {
 			v.Links = append(v.Links, Link{URI: f.URI, Name: f.Path, MIME: f.MIME, Size: f.Size, Description: "Workspace file the run " + f.Change})
 		}
