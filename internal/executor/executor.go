@@ -59,9 +59,30 @@ type BatchItem struct {
 	engine.Result
 	Index int    `json:"index" jsonschema:"Position of this entry in the input list."`
 	Error string `json:"error,omitempty" jsonschema:"Why this entry was rejected before running (its other fields are then empty)."`
+	// Exception is the run's uncaught exception (Result.Error, whose JSON
+	// name a batch entry gives to Error): set by Finish.
+	Exception *engine.RunError `json:"exception,omitempty" jsonschema:"The uncaught exception the snippet died of, when it died of one (what a run result calls error)."`
 	// Set instead of a result when the batch ran in mode async.
 	JobID  string `json:"job_id,omitempty" jsonschema:"With mode async: the background job running this entry (follow it with get_job)."`
 	Status string `json:"status,omitempty" jsonschema:"With mode async: the job's status when it was started (pending or running)."`
+}
+
+// Finish sets the fields derived from the entry's result; decoders of a
+// batch call it too, to restore Result.Error.
+func (it *BatchItem) Finish() {
+	switch {
+	case it.Result.Error != nil:
+		it.Exception = it.Result.Error
+	case it.Exception != nil:
+		it.Result.Error = it.Exception
+	}
+}
+
+// Finish calls Finish on every entry.
+func (r *BatchResult) Finish() {
+	for i := range r.Results {
+		r.Results[i].Finish()
+	}
 }
 
 // Info describes an executor.

@@ -93,6 +93,7 @@ func (l *LocalJobs) Batch(ctx context.Context, req BatchRequest, progress Progre
 					item.Result.OutputJobID = o.Job.ID
 				}
 			}
+			item.Finish()
 			out.Results[i] = item
 			mu.Lock()
 			done++

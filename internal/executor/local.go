@@ -89,6 +89,7 @@ func (l *Local) Batch(ctx context.Context, req BatchRequest, progress ProgressFu
 			if err != nil {
 				item.Error = err.Error()
 			}
+			item.Finish()
 			out.Results[i] = item
 			done.Add(1)
 		}()

@@ -177,6 +177,7 @@ func (s *Server) routes() http.Handler {
 	}
 	s.envRoutes(handle)     // envs.go
 	s.qualityRoutes(handle) // quality.go
+	s.fileRoutes(handle)    // files.go
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))

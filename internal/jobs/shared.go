@@ -412,13 +412,22 @@ func (sh *shared) leaseLoop() {
 func (sh *shared) renew(ctx context.Context) {
 	m := sh.m
 	m.mu.Lock()
-	ids := make([]string, 0, len(m.live))
-	for id := range m.live {
-		ids = append(ids, id)
+	held := make(map[string]*liveJob, len(m.live))
+	for id, lj := range m.live {
+		lj.mu.Lock()
+		unsaved := lj.unsaved // a lazy job has no row, so no lease (spill.go)
+		lj.mu.Unlock()
+		if !unsaved {
+			held[id] = lj
+		}
 	}
 	m.mu.Unlock()
-	if len(ids) == 0 {
+	if len(held) == 0 {
 		return
+	}
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
 	}
 	leases, err := sh.st.renew(ctx, ids)
 	if err != nil {
@@ -429,7 +438,10 @@ func (sh *shared) renew(ctx context.Context) {
 	}
 	var lost, cancels []*liveJob
 	m.mu.Lock()
-	for id, lj := range m.live {
+	for id, lj := range held {
+		if m.live[id] != lj {
+			continue // ended meanwhile
+		}
 		l, ok := leases[id]
 		switch {
 		case !ok || l.epoch != lj.job.epoch:

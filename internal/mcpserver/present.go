@@ -72,6 +72,7 @@ func (t *tools) presentBatch(rend Rendering, reqs []engine.Request, res executor
 		item := BatchOutputItem{BatchItem: it}
 		if it.Error == "" {
 			item.Result = views[i].Result
+			item.Exception = item.Result.Error // the view's, within the budget
 			item.Extra = views[i].Extra
 			all.Images = append(all.Images, views[i].Images...)
 			all.Links = append(all.Links, views[i].Links...)

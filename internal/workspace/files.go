@@ -313,7 +313,7 @@ func (r *Root) write(p string, w Rights, src io.Reader, o WriteOptions) (FileInf
 	var st unix.Stat_t
 	switch err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return FileInfo{}, fmt.Errorf("%s is a directory: %w", full, ErrIsDir)
+		return FileInfo{}, fmt.Errorf("%s %w", full, ErrIsDir)
 	case err == nil && !o.Overwrite:
 		return FileInfo{}, fmt.Errorf("%s already exists (pass overwrite to replace it): %w", full, fs.ErrExist)
 	case err == nil && !w.mayReplace(dirSt, &st):
@@ -351,7 +351,7 @@ func (r *Root) write(p string, w Rights, src io.Reader, o WriteOptions) (FileInf
 			return FileInfo{}, fmt.Errorf("%s already exists (pass overwrite to replace it): %w", full, fs.ErrExist)
 		}
 		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) {
-			return FileInfo{}, fmt.Errorf("%s is a directory: %w", full, ErrIsDir)
+			return FileInfo{}, fmt.Errorf("%s %w", full, ErrIsDir)
 		}
 		return FileInfo{}, fmt.Errorf("rename into %s: %w", full, err)
 	}

@@ -256,7 +256,7 @@ func checkFDStat(fd int, path string, w Rights, want uint32, dir bool) (*unix.St
 	case dir && typ != unix.S_IFDIR:
 		return nil, fmt.Errorf("%s is not a directory", path)
 	case !dir && typ == unix.S_IFDIR:
-		return nil, fmt.Errorf("%s is a directory, not a file: %w", path, ErrIsDir)
+		return nil, fmt.Errorf("%s %w, not a file", path, ErrIsDir)
 	case !dir && typ != unix.S_IFREG:
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
