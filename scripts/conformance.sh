@@ -52,10 +52,12 @@ conformance() { "$node_bin" "$suite_js" "$@"; }
 echo "== node $("$node_bin" --version), conformance $(conformance --version)"
 
 # 2. pyexec serve on a free loopback port (port 0; the [READY] line names it).
+# The suite sends no credentials, so this throwaway server runs without a
+# token (--insecure-no-auth), on loopback only, for the length of the run.
 go build -o "$work/pyexec" ./cmd/pyexec
 mkdir -p "$work/ws" "$work/state"
 "$work/pyexec" serve --listen 127.0.0.1:0 --workspace "$work/ws" --state-dir "$work/state" \
-	--log-level warn 2>"$work/serve.log" &
+	--insecure-no-auth --log-level warn 2>"$work/serve.log" &
 server_pid=$!
 url=""
 for _ in $(seq 1 300); do

@@ -443,8 +443,16 @@ func httpRow(ctx context.Context, bin, ws, state string, n int) *row {
 		r.na = "serve did not come up"
 		return r
 	}
+	// serve generated a token into its state dir; a client on this
+	// machine reads it from there.
+	tokenBytes, err := os.ReadFile(filepath.Join(state, "server-token"))
+	if err != nil {
+		r.na = "token: " + err.Error()
+		return r
+	}
+	hc := &http.Client{Transport: bearerTransport{token: strings.TrimSpace(string(tokenBytes))}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		r.na = "connect: " + err.Error()
 		return r
@@ -565,4 +573,13 @@ func processesWith(s string) []int {
 		}
 	}
 	return pids
+}
+
+// bearerTransport adds the execution server's token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

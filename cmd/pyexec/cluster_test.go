@@ -84,7 +84,7 @@ func (rs *replicaSet) start(i int) {
 	cmd := asCLI("serve", "--listen", nd.listen, "--state-dir", nd.state, "--max-concurrent", "1",
 		"--node-lost-after", strconv.FormatFloat(nodeLost.Seconds(), 'f', -1, 64), "--sync-budget", "5")
 	cmd.Dir = rs.dir
-	cmd.Env = append(cmd.Env, "PYEXEC_TOKEN=s3cret", "PYEXEC_STORE="+rs.store)
+	cmd.Env = append(cmd.Env, "PYEXEC_TOKEN="+testToken, "PYEXEC_STORE="+rs.store)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -492,7 +492,7 @@ func TestReplicaSet(t *testing.T) {
 	})
 
 	t.Run("MCP session and stateless clients through the balancer", func(t *testing.T) {
-		hc := &http.Client{Transport: bearerRT{"s3cret"}}
+		hc := &http.Client{Transport: bearerRT{testToken}}
 		run := func(cs *mcp.ClientSession, i int) error {
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": fmt.Sprintf("print(%d + 1)", i)}})
 			if err != nil {
@@ -554,7 +554,7 @@ func TestReplicaSet(t *testing.T) {
 
 	t.Run("pyexec mcp --executor at the balancer", func(t *testing.T) {
 		cmd := asCLI("mcp", "--executor", lb)
-		cmd.Env = append(cmd.Env, "PYEXEC_TOKEN=s3cret")
+		cmd.Env = append(cmd.Env, "PYEXEC_TOKEN="+testToken)
 		cmd.Dir = t.TempDir()
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 		if err != nil {

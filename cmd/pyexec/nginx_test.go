@@ -132,7 +132,7 @@ func TestReplicaSetBehindNginx(t *testing.T) {
 	// An MCP session: nginx round-robins its requests, replicas forward
 	// them to the one that created the session.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "nginx", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: lb + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{"s3cret"}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.StreamableClientTransport{Endpoint: lb + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{testToken}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,8 @@ func TestTasksWithTypeScriptClient(t *testing.T) {
 	_, remoteURL, _ := startServe(t, t.TempDir(), t.TempDir())
 	modes := map[string][]string{
 		"stdio":  {"PYEXEC_MCP_COMMAND=" + self("mcp", "--workspace", t.TempDir(), "--state-dir", t.TempDir(), "--log-level", "warn")},
-		"http":   {"PYEXEC_MCP_URL=" + httpURL + "/mcp", "PYEXEC_TOKEN=s3cret"},
-		"remote": {"PYEXEC_MCP_COMMAND=" + self("mcp", "--executor", remoteURL, "--token", "s3cret", "--state-dir", t.TempDir(), "--log-level", "warn")},
+		"http":   {"PYEXEC_MCP_URL=" + httpURL + "/mcp", "PYEXEC_TOKEN=" + testToken},
+		"remote": {"PYEXEC_MCP_COMMAND=" + self("mcp", "--executor", remoteURL, "--state-dir", t.TempDir(), "--log-level", "warn"), "PYEXEC_TOKEN=" + testToken},
 	}
 	var wg sync.WaitGroup
 	results := make(map[string][]string, len(modes))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -39,9 +40,9 @@ func TestNewToolsOverEveryTransport(t *testing.T) {
 	_, url, _ := startServe(t, ws, t.TempDir())
 	clients := map[string]*mcp.ClientSession{
 		"stdio":  mcptest.Command(t, asCLI("mcp", "--toolsets", "all", "--workspace", t.TempDir(), "--state-dir", t.TempDir(), "--log-level", "warn")),
-		"remote": mcptest.Command(t, asCLI("mcp", "--toolsets", "all", "--executor", url, "--token", "s3cret", "--state-dir", t.TempDir(), "--log-level", "warn")),
+		"remote": mcptest.Command(t, withEnv(asCLI("mcp", "--toolsets", "all", "--executor", url, "--state-dir", t.TempDir(), "--log-level", "warn"), "PYEXEC_TOKEN="+testToken)),
 	}
-	hc := &http.Client{Transport: bearer{"s3cret"}}
+	hc := &http.Client{Transport: bearer{testToken}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
@@ -142,4 +143,9 @@ func exerciseNewTools(t *testing.T, cs *mcp.ClientSession, mode string) {
 	if out["stdout"] != "True\n" || !strings.Contains(fmt.Sprint(out["resolved_dependencies"]), "pyexec-alpha") {
 		t.Errorf("py_run_script_with_dependencies: %v", out)
 	}
+}
+
+func withEnv(cmd *exec.Cmd, env ...string) *exec.Cmd {
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
 }

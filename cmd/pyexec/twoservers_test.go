@@ -17,6 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// testToken is the execution server's token in these tests.
+const testToken = "s3cret-s3cret-s3cret"
+
 func asCLI(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "PYEXEC_TEST_AS_CLI=1")
@@ -46,7 +49,7 @@ func TestTwoServers(t *testing.T) {
 
 	// The MCP front end, configured the seed's way.
 	mcpCmd := asCLI("mcp")
-	mcpCmd.Env = append(mcpCmd.Env, "EXECUTION_SERVER_URL="+url, "PYEXEC_TOKEN=s3cret", "MCP_HTTP_TIMEOUT=5")
+	mcpCmd.Env = append(mcpCmd.Env, "EXECUTION_SERVER_URL="+url, "PYEXEC_TOKEN="+testToken, "MCP_HTTP_TIMEOUT=5")
 	mcpCmd.Dir = t.TempDir() // where the MCP side starts does not matter
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: mcpCmd}, nil)
 	if err != nil {
@@ -65,7 +68,7 @@ func TestTwoServers(t *testing.T) {
 	// The seed's HTTP API on the same listener.
 	req, _ := http.NewRequest("POST", url+"/execute", strings.NewReader(`{"script_path": "hello.py", "timeout": 10}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +110,7 @@ func startServe(t *testing.T, dir, state string) (*exec.Cmd, string, []string) {
 	t.Helper()
 	serve := asCLI("serve", "--listen", "127.0.0.1:0", "--state-dir", state)
 	serve.Dir = dir
-	serve.Env = append(serve.Env, "PYEXEC_TOKEN=s3cret")
+	serve.Env = append(serve.Env, "PYEXEC_TOKEN="+testToken)
 	stderr, err := serve.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +140,7 @@ func startServe(t *testing.T, dir, state string) (*exec.Cmd, string, []string) {
 
 func authed(method, url, body string) *http.Request {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

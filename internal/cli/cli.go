@@ -11,11 +11,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/pyexec/pyexec/internal/buildinfo"
 )
 
-// Version is pyexec's release version.
-const Version = "0.1.0"
+// Version is pyexec's release version (stamped by release builds, else
+// what the Go toolchain recorded; see internal/buildinfo).
+var Version = buildinfo.Read().Version
 
 type command struct {
 	name    string
@@ -73,28 +77,44 @@ func usage(w io.Writer) {
 }
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
-	fmt.Fprintf(stdout, "pyexec %s\n", Version)
+	fmt.Fprintln(stdout, buildinfo.Read())
 	return 0
+}
+
+// envSpec says which environment variables set a command's flags: every
+// flag has PYEXEC_<FLAG> plus its aliases (the seeds' names), except the
+// flags in none, which describe one run rather than a configuration (`run
+// -c CODE`) and are never read from the environment.
+type envSpec struct {
+	aliases map[string][]string
+	none    map[string]bool
+}
+
+func (e envSpec) vars(flagName string) []string {
+	if e.none[flagName] {
+		return nil
+	}
+	return append([]string{envName(flagName)}, e.aliases[flagName]...)
 }
 
 // parseFlags parses args into fs, then fills every flag the command line
 // left unset from its environment variable (PYEXEC_<NAME>, or an alias). It
 // reports problems itself; ok is false when the command should exit with code.
-func parseFlags(fs *flag.FlagSet, args []string, aliases map[string][]string, stderr io.Writer) (code int, ok bool) {
+func parseFlags(fs *flag.FlagSet, args []string, env envSpec, stderr io.Writer) (code int, ok bool) {
 	if err := fs.Parse(args); err != nil { // the flag package printed why
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
 		return 2, false
 	}
-	if err := applyEnv(fs, aliases); err != nil {
+	if err := applyEnv(fs, env); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return 2, false
 	}
 	return 0, true
 }
 
-func applyEnv(fs *flag.FlagSet, aliases map[string][]string) error {
+func applyEnv(fs *flag.FlagSet, env envSpec) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error
@@ -102,7 +122,7 @@ func applyEnv(fs *flag.FlagSet, aliases map[string][]string) error {
 		if given[f.Name] {
 			return
 		}
-		for _, name := range append([]string{envName(f.Name)}, aliases[f.Name]...) {
+		for _, name := range env.vars(f.Name) {
 			v, ok := os.LookupEnv(name)
 			if !ok {
 				continue
@@ -131,23 +151,27 @@ func envName(flagName string) string {
 	return string(b)
 }
 
-// newFlagSet makes a flag set whose help lists each flag's environment
-// variable.
-func newFlagSet(name, synopsis string, stderr io.Writer, aliases map[string][]string) *flag.FlagSet {
+// newFlagSet makes a flag set whose help lists each flag as it is typed
+// (-c, --timeout) with its environment variables.
+func newFlagSet(name, synopsis string, stderr io.Writer, env envSpec) *flag.FlagSet {
 	fs := flag.NewFlagSet("pyexec "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: pyexec %s\n\nFlags:\n", synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
-			env := envName(f.Name)
-			for _, a := range aliases[f.Name] {
-				env += ", " + a
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
 			}
 			def := ""
 			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
-			fmt.Fprintf(stderr, "  --%s\n        %s%s [$%s]\n", f.Name, f.Usage, def, env)
+			vars := ""
+			if v := env.vars(f.Name); len(v) > 0 {
+				vars = " [$" + strings.Join(v, ", $") + "]"
+			}
+			fmt.Fprintf(stderr, "  %s%s\n        %s%s%s\n", dash, f.Name, f.Usage, def, vars)
 		})
 	}
 	return fs

@@ -3,15 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/buildinfo"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -91,9 +91,15 @@ func TestRunCommand(t *testing.T) {
 		{"timeout from PYEXEC_TIMEOUT", []string{"run", "-c", "import time; time.sleep(60)"}, []string{"PYEXEC_TIMEOUT=1"}, "", 124, "", "[TIMEOUT]"},
 		{"killed by signal exits 128+N", []string{"run", "-c", "import os; os.kill(os.getpid(), 9)"}, nil, "", 137, "", ""},
 		{"rejected request exits 2", []string{"run", "../outside.py"}, nil, "", 2, "", "outside the workspace"},
-		{"bad env value names the variable", []string{"run", "-c", "1"}, []string{"PYEXEC_MAX_TIMEOUT=soon"}, "", 2, "", "PYEXEC_MAX_TIMEOUT"},
+		{"bad env value names the variable", []string{"run", "-c", "1"}, []string{"PYEXEC_TIMEOUT=soon"}, "", 2, "", "PYEXEC_TIMEOUT"},
+		{"timeout 0 is refused", []string{"run", "--timeout", "0", "-c", "1"}, nil, "", 2, "", "must be more than 0 seconds (leave the flag out for the default)"},
+		{"negative timeout is refused", []string{"run", "--timeout", "-1", "-c", "1"}, nil, "", 2, "", "must be more than 0 seconds"},
+		{"NaN timeout is refused", []string{"run", "--timeout", "NaN", "-c", "1"}, nil, "", 2, "", "want a number of seconds"},
+		{"endless timeout is refused", []string{"run", "--timeout", "1e300", "-c", "1"}, nil, "", 2, "", "more than pyexec can wait"},
+		{"size past int64 is refused", []string{"run", "--memory-limit", "99999999999G", "-c", "1"}, nil, "", 2, "", "more than 8 EiB"},
+		{"PYEXEC_C is not read", []string{"run", "hello.py"}, []string{"PYEXEC_C=print('not this')"}, "", 0, "hello []\n", ""},
 		{"nothing to run", []string{"run"}, nil, "", 2, "", "give -c CODE or a FILE"},
-		{"version", []string{"version"}, nil, "", 0, "pyexec " + Version + "\n", ""},
+		{"version", []string{"version"}, nil, "", 0, buildinfo.Read().String() + "\n", ""},
 		{"help", []string{"run", "--help"}, nil, "", 0, "", "PYEXEC_WORKSPACE"},
 		{"unknown command", []string{"frobnicate"}, nil, "", 2, "", "unknown command"},
 	}
@@ -116,6 +122,71 @@ func TestRunCommand(t *testing.T) {
 				t.Fatalf("exit %d stdout %q stderr %q; want exit %d stdout %q stderr containing %q", code, stdout.String(), stderr.String(), tt.exit, tt.stdout, tt.stderrHas)
 			}
 		})
+	}
+}
+
+// TestHelp: each command's help lists the flags it takes as they are
+// typed, with their environment variables, and sizes as they are typed.
+func TestHelp(t *testing.T) {
+	for _, c := range []struct {
+		cmd      string
+		has, not []string
+	}{
+		{"run", []string{"\n  -c\n", "\n  --timeout\n", "[$PYEXEC_TIMEOUT]", "(default 2GiB)", "\n  --cwd\n        working directory of the run, inside the workspace\n"},
+			[]string{"--c\n", "--warm", "--preload", "--max-workers", "--output-cap", "PYEXEC_C]", "PYEXEC_CWD", "--max-timeout"}},
+		{"serve", []string{"--token-file", "--max-body-memory", "(default 64MiB)", "--output-cap", "(default 1MiB)", "--job-timeout", "(default 3600)"},
+			[]string{"\n  --token\n"}},
+		{"mcp", []string{"--token-file", "--warm", "--sync-budget", "(0: never hand off)"}, []string{"\n  --token\n"}},
+	} {
+		var stderr bytes.Buffer
+		cmd := pyexec(t, t.TempDir(), c.cmd, "--help")
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s --help: %v", c.cmd, err)
+		}
+		for _, want := range c.has {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("%s --help lacks %q", c.cmd, want)
+			}
+		}
+		for _, bad := range c.not {
+			if strings.Contains(stderr.String(), bad) {
+				t.Errorf("%s --help has %q", c.cmd, bad)
+			}
+		}
+	}
+}
+
+// TestTimeFlags: one rule for every time flag: negative, NaN and 0 are
+// refused, except that 0 turns off what can be off.
+func TestTimeFlags(t *testing.T) {
+	for _, c := range []struct {
+		value, zeroMeans string
+		want             time.Duration
+		err              string
+	}{
+		{"30", "", 30 * time.Second, ""},
+		{"0.25", "", 250 * time.Millisecond, ""},
+		{"0", "", 0, "must be more than 0 seconds"},
+		{"0", "no time limit", 0, ""},
+		{"-1", "no time limit", 0, "must be 0 (no time limit) or more seconds"},
+		{"-1", "", 0, "must be more than 0 seconds"},
+		{"NaN", "", 0, "want a number"},
+		{"+Inf", "x", 0, "want a number"},
+		{"1e9", "", 1e9 * time.Second, ""},
+		{"1e10", "", 0, "more than pyexec can wait"},
+	} {
+		f := secondsFlag{zeroMeans: c.zeroMeans}
+		err := f.Set(c.value)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Set(%q) zero=%q: %v, want %q", c.value, c.zeroMeans, err, c.err)
+			}
+			continue
+		}
+		if err != nil || f.d != c.want {
+			t.Errorf("Set(%q) = %v %v, want %v", c.value, f.d, err, c.want)
+		}
 	}
 }
 
@@ -145,33 +216,38 @@ func TestServerDeathKillsRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	pidFile := filepath.Join(ws, "pids")
-	code := `import os, time
+	// A run's pids are those of its own PID namespace: its processes are
+	// found by a mark in their command lines.
+	mark := fmt.Sprintf("pyexec-mark-%d-server-death", os.Getpid())
+	code := fmt.Sprintf(`import os, subprocess, sys, time
 if os.fork() == 0:
     os.setsid()
-    with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
-    time.sleep(600)
-with open("pids", "a") as f: f.write(f"{os.getpid()}\n")
+    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", %q])
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", %q])
 time.sleep(600)
-`
+`, mark, mark)
 	go cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}})
-	var pids []int
-	waitFor(t, func() bool {
-		data, _ := os.ReadFile(pidFile)
-		pids = nil
-		for _, f := range strings.Fields(string(data)) {
-			var p int
-			fmt.Sscan(f, &p)
-			pids = append(pids, p)
-		}
-		return len(pids) == 2
-	})
+	waitFor(t, func() bool { return len(markedProcesses(mark)) == 2 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range pids {
-		waitFor(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	waitFor(t, func() bool { return len(markedProcesses(mark)) == 0 })
+}
+
+// markedProcesses lists live processes whose command line holds mark.
+func markedProcesses(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), mark) {
+			out = append(out, pid)
+		}
 	}
+	return out
 }
 
 // waitFor polls cond until it holds, failing after 15 s. It is for states

@@ -2,11 +2,17 @@ package cli
 
 import (
 	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // engineFlags are the flags of every subcommand that runs Python.
@@ -15,41 +21,63 @@ type engineFlags struct {
 	stateDir       string
 	python         string
 	inheritEnv     bool
-	defaultTimeout float64
-	maxTimeout     float64
-	outputCap      int
+	defaultTimeout secondsFlag
+	maxTimeout     secondsFlag
+	outputCap      sizeFlag
 	maxWorkers     int
 	sandbox        sandboxFlags
 	deps           depsFlags // envs.go
 	warm           int
 	preload        string
-	maxUpload      int64
+	maxUpload      sizeFlag
 }
 
-// engineAliases are the seeds' environment variables, accepted as aliases.
-var engineAliases = map[string][]string{
+// engineEnv: the seeds' environment variables, accepted as aliases.
+var engineEnv = envSpec{aliases: map[string][]string{
 	"max-timeout": {"MAX_SCRIPT_TIMEOUT"},
+}}
+
+// register adds the flags of a command that serves runs (mcp, serve,
+// doctor, envs).
+func (f *engineFlags) register(fs *flag.FlagSet) {
+	f.registerCommon(fs, "timeout in seconds for runs that set none (> 0)", "largest timeout in seconds a run that is not a job may get (batch entries, /v1/run, /execute); larger ones are capped (> 0)")
+	f.outputCap = sizeFlag(engine.DefaultOutputCap)
+	fs.Var(&f.outputCap, "output-cap", "bytes of each output stream returned inline (head and tail kept), like 1MiB")
+	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
+	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
+	f.maxUpload = sizeFlag(executor.DefaultMaxUpload)
+	fs.Var(&f.maxUpload, "max-upload", "largest file write_file and PUT /v1/files accept, like 100MiB")
 }
 
-func (f *engineFlags) register(fs *flag.FlagSet) {
+// registerRun adds the flags `pyexec run` uses: not the warm interpreters
+// (one run per process gains nothing from them), batches or the inline
+// output cap (the output streams to the terminal).
+func (f *engineFlags) registerRun(fs *flag.FlagSet) {
+	f.registerCommon(fs, "time limit of the run in seconds (> 0); the whole process tree is killed when it is over and pyexec exits 124", "")
+}
+
+func (f *engineFlags) registerCommon(fs *flag.FlagSet, timeoutUsage, maxUsage string) {
 	fs.StringVar(&f.workspace, "workspace", "", "root directory runs may use: script_path, cwd and env_file must resolve inside it (default: the current directory)")
 	fs.StringVar(&f.stateDir, "state-dir", engine.DefaultStateDir(), "directory for everything pyexec keeps (code files, temp dirs, environments, jobs)")
 	fs.StringVar(&f.python, "python", "", "default interpreter, a path or a command on PATH (default: python3 on PATH, resolved past pyenv shims)")
 	fs.BoolVar(&f.inheritEnv, "inherit-env", false, "give runs the server's environment instead of the minimal safe base")
-	fs.Float64Var(&f.defaultTimeout, "timeout", engine.DefaultTimeout.Seconds(), "timeout in seconds for runs that set none")
-	fs.Float64Var(&f.maxTimeout, "max-timeout", engine.DefaultMaxTimeout.Seconds(), "largest timeout in seconds a request may get; larger ones are capped")
-	fs.IntVar(&f.outputCap, "output-cap", engine.DefaultOutputCap, "bytes of each output stream returned inline (head and tail kept)")
-	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
+	f.defaultTimeout = secondsFlag{d: engine.DefaultTimeout}
+	fs.Var(&f.defaultTimeout, "timeout", timeoutUsage)
+	f.maxTimeout = secondsFlag{d: engine.DefaultMaxTimeout}
+	if maxUsage != "" {
+		fs.Var(&f.maxTimeout, "max-timeout", maxUsage)
+	}
 	f.sandbox.register(fs)
 	f.deps.register(fs)
-	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
-	fs.Int64Var(&f.maxUpload, "max-upload", executor.DefaultMaxUpload, "largest file in bytes write_file and PUT /v1/files accept")
-	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 }
 
 func (f *engineFlags) config() (engine.Config, error) {
 	box, err := f.sandbox.settings()
 	if err != nil {
+		return engine.Config{}, err
+	}
+	if err := checkWorkspace(f.workspace); err != nil {
 		return engine.Config{}, err
 	}
 	return engine.Config{
@@ -59,12 +87,41 @@ func (f *engineFlags) config() (engine.Config, error) {
 		StateDir:       f.stateDir,
 		Python:         f.python,
 		InheritEnv:     f.inheritEnv,
-		DefaultTimeout: seconds(f.defaultTimeout),
-		MaxTimeout:     seconds(f.maxTimeout),
-		OutputCap:      f.outputCap,
+		DefaultTimeout: f.defaultTimeout.d,
+		MaxTimeout:     f.maxTimeout.d,
+		OutputCap:      int(f.outputCap),
 		Deps:           f.deps.config(),
 		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
 	}, nil
+}
+
+// checkWorkspace refuses a workspace (default: the current directory) that
+// would let runs write the system or the whole home directory, with what to
+// pass instead: a client that starts the server without --workspace starts
+// it wherever it is, often / or the home directory.
+func checkWorkspace(flag string) error {
+	ws := flag
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("workspace: %w (pass --workspace DIR)", err)
+		}
+		ws = wd
+	}
+	abs, err := filepath.Abs(ws)
+	if err == nil {
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+	}
+	if err := sandbox.CheckWorkspaceRoot(abs); err != nil {
+		how := "pass --workspace DIR (or set PYEXEC_WORKSPACE) with the project directory runs may write"
+		if flag == "" {
+			how = "the workspace defaults to the current directory; " + how
+		}
+		return fmt.Errorf("--workspace: %v; %s", err, how)
+	}
+	return nil
 }
 
 func splitList(s string) []string {
@@ -92,8 +149,45 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	}
 	l := executor.NewLocal(eng, Version, f.maxWorkers)
 	l.SetRuff(ruff)
-	l.SetMaxUpload(f.maxUpload)
+	l.SetMaxUpload(int64(f.maxUpload))
 	return l, nil
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// secondsFlag is a time flag in seconds. Negative, NaN and infinite values
+// are refused, and so is 0 unless zeroMeans says what 0 turns off (one
+// rule for every time flag; see the README's timeout story).
+type secondsFlag struct {
+	d         time.Duration
+	zeroMeans string // "" : 0 is refused
+}
+
+func (s *secondsFlag) String() string {
+	if s == nil {
+		return ""
+	}
+	return strconv.FormatFloat(s.d.Seconds(), 'f', -1, 64)
+}
+
+func (s *secondsFlag) Set(v string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	switch {
+	case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
+		return fmt.Errorf("want a number of seconds, like 30 or 0.5")
+	case f < 0:
+		if s.zeroMeans != "" {
+			return fmt.Errorf("must be 0 (%s) or more seconds, got %g", s.zeroMeans, f)
+		}
+		return fmt.Errorf("must be more than 0 seconds, got %g", f)
+	case f == 0 && s.zeroMeans == "":
+		return fmt.Errorf("must be more than 0 seconds (leave the flag out for the default)")
+	case f > maxFlagSeconds:
+		return fmt.Errorf("%g seconds is more than pyexec can wait (%g, about 292 years)", f, maxFlagSeconds)
+	}
+	s.d = engine.SecondsUpTo(f, 0)
+	return nil
+}
+
+// maxFlagSeconds is the longest time.Duration, in whole seconds.
+const maxFlagSeconds = float64(math.MaxInt64 / int64(time.Second))
+
+func seconds(s float64) time.Duration { return engine.SecondsUpTo(s, 0) }

@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"text/tabwriter"
+
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // runDoctor tells an operator what this machine offers pyexec.
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ef engineFlags
 	var asJSON bool
-	fs := newFlagSet("doctor", "doctor [flags]", stderr, engineAliases)
+	fs := newFlagSet("doctor", "doctor [flags]", stderr, engineEnv)
 	ef.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	if code, ok := parseFlags(fs, args, engineAliases, stderr); !ok {
+	if code, ok := parseFlags(fs, args, engineEnv, stderr); !ok {
 		return code
 	}
 	warm, preload := ef.warm, ef.preload
@@ -45,24 +48,35 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "uv\t%s\n", info.UV)
 	fmt.Fprintf(w, "default python\t%s (%s)\n", info.DefaultInterpreter.Version, info.DefaultInterpreter.Path)
 	l := info.Limits
-	fmt.Fprintf(w, "timeout\t%gs default, %gs max\n", l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds)
-	fmt.Fprintf(w, "inline code\t%d bytes max\n", l.MaxCodeBytes)
-	fmt.Fprintf(w, "inline output\t%d bytes per stream (head and tail kept)\n", l.OutputCapBytes)
+	fmt.Fprintf(w, "timeout\t%gs default, %gs max (runs that are not jobs; jobs: --job-timeout of pyexec mcp/serve)\n", l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds)
+	fmt.Fprintf(w, "inline code\t%s max\n", engine.FormatBytes(int64(l.MaxCodeBytes)))
+	fmt.Fprintf(w, "inline output\t%s per stream (head and tail kept)\n", engine.FormatBytes(int64(l.OutputCapBytes)))
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
-	if warm > 0 {
+	switch {
+	case engine.WarmUnsupported != "":
+		fmt.Fprintf(w, "warm interpreters\toff: %s\n", engine.WarmUnsupported)
+	case warm > 0:
 		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server, confined like cold runs), preload %q\n", warm, preload)
-	} else {
+	default:
 		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
 	}
-	fmt.Fprintf(w, "process tree\tkilled on timeout/cancel by a per-run subreaper launcher (TERM, grace, KILL)\n")
+	fmt.Fprintf(w, "platform\t%s/%s\n", runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "process tree\t%s\n", treeKill)
 	sb := info.Sandbox
 	fmt.Fprintf(w, "sandbox\t%s, network %s, run-as %s, best-effort %v\n", sb.Policy, sb.Network, sb.RunAs, sb.BestEffort)
 	fmt.Fprintf(w, "runs execute as\t%s\n", sb.RunsAs)
-	fmt.Fprintf(w, "run limits\tmemory %d B, cpu %d s, processes %d, file size %d B, open files %d (-1: unlimited)\n",
-		sb.Limits.MemoryBytes, sb.Limits.CPUSeconds, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes, sb.Limits.OpenFiles)
+	cpu := "unlimited"
+	if sb.Limits.CPUSeconds >= 0 {
+		cpu = fmt.Sprintf("%d s", sb.Limits.CPUSeconds)
+	}
+	fmt.Fprintf(w, "run limits\tmemory %s, cpu %s, processes %d, file size %s, open files %d\n",
+		engine.FormatBytes(sb.Limits.MemoryBytes), cpu, sb.Limits.MaxProcs, engine.FormatBytes(sb.Limits.FileSizeBytes), sb.Limits.OpenFiles)
 	w.Flush()
 	fmt.Fprintln(stdout, "\nconfinement on this kernel:")
 	fmt.Fprint(stdout, sb.Capabilities.String())
+	if offLinux != "" {
+		fmt.Fprintf(stdout, "\n%s\n", offLinux)
+	}
 	fmt.Fprintln(stdout, "\ninterpreters (newest first):")
 	w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, it := range info.Interpreters {

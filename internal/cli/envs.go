@@ -108,7 +108,7 @@ func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if sub == "create" || sub == "delete" {
 		synopsis = "envs " + sub + " NAME [flags]"
 	}
-	fs := newFlagSet("envs "+sub, synopsis, stderr, engineAliases)
+	fs := newFlagSet("envs "+sub, synopsis, stderr, engineEnv)
 	ef.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	switch sub {
@@ -125,7 +125,7 @@ func runEnvs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if (sub == "create" || sub == "delete") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		name, rest = rest[0], rest[1:]
 	}
-	if code, ok := parseFlags(fs, rest, engineAliases, stderr); !ok {
+	if code, ok := parseFlags(fs, rest, engineEnv, stderr); !ok {
 		return code
 	}
 	if (sub == "create" || sub == "delete") && name == "" {
@@ -260,6 +260,14 @@ func (f *listFlag) Set(v string) error {
 type byteSize int64
 
 func (b byteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if int64(b) >= u.size && int64(b)%u.size == 0 {
+			return fmt.Sprintf("%d%s", int64(b)/u.size, u.suffix)
+		}
+	}
 	n := float64(b)
 	for _, u := range []string{"B", "KiB", "MiB", "GiB"} {
 		if n < 1024 || u == "GiB" {

@@ -16,8 +16,8 @@ import (
 
 // jobFlags configure background jobs (servers only).
 type jobFlags struct {
-	syncBudget    float64
-	jobTimeout    float64
+	syncBudget    secondsFlag
+	jobTimeout    secondsFlag
 	maxConcurrent int
 	maxQueue      int
 	resultChars   int
@@ -33,32 +33,34 @@ var jobAliases = map[string][]string{
 	"sync-budget": {"SMART_ASYNC_TIMEOUT_SECONDS"},
 }
 
-// withJobAliases merges the job aliases into a command's alias map.
-func withJobAliases(aliases map[string][]string) map[string][]string {
+// withJobAliases is a command's environment with the job aliases added.
+func withJobAliases(aliases map[string][]string) envSpec {
 	out := maps.Clone(aliases)
 	maps.Copy(out, jobAliases)
-	return out
+	return envSpec{aliases: out}
 }
 
 func (f *jobFlags) register(fs *flag.FlagSet) {
-	fs.Float64Var(&f.syncBudget, "sync-budget", jobs.DefaultSyncBudget.Seconds(), "seconds a sync run_python waits before handing the run off to a background job")
-	fs.Float64Var(&f.jobTimeout, "job-timeout", jobs.DefaultJobTimeout.Seconds(), "time limit in seconds of a background job (0: none); a request's own shorter timeout still applies")
+	f.syncBudget = secondsFlag{d: jobs.DefaultSyncBudget, zeroMeans: "never hand off"}
+	fs.Var(&f.syncBudget, "sync-budget", "seconds a sync run_python waits before handing the run off to a background job (0: never hand off)")
+	f.jobTimeout = secondsFlag{d: jobs.DefaultJobTimeout, zeroMeans: "no time limit"}
+	fs.Var(&f.jobTimeout, "job-timeout", "time limit in seconds of a background job, and of every run_python call (0: none); a request's own shorter timeout still applies")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", 2*runtime.NumCPU(), "most jobs (and job-backed sync runs) running at once; the rest wait as pending")
 	fs.IntVar(&f.maxQueue, "max-queue", 100, "most pending jobs; past it new runs are refused as busy")
 	fs.IntVar(&f.resultChars, "max-result-chars", present.DefaultBudget, "characters an MCP tool result carries by default (output over it is cut in the middle, the full output kept as a job); a call's max_output_chars may lower it or raise it up to 10 times this")
 }
 
 func (f *jobFlags) budget() time.Duration {
-	if f.syncBudget <= 0 {
+	if f.syncBudget.d <= 0 {
 		return -1 // never hand off
 	}
-	return seconds(f.syncBudget)
+	return f.syncBudget.d
 }
 
 // open starts the job manager on l's state dir.
 func (f *jobFlags) open(ctx context.Context, l *executor.Local, logger *slog.Logger) (*executor.LocalJobs, error) {
-	timeout := seconds(f.jobTimeout)
-	if f.jobTimeout <= 0 {
+	timeout := f.jobTimeout.d
+	if timeout <= 0 {
 		timeout = -1 // no limit
 	}
 	return executor.OpenLocalJobs(ctx, l, jobs.Config{

@@ -3,13 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,8 +50,10 @@ func callJSON(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 func TestMCPJobAfterServerSIGKILL(t *testing.T) {
 	ws, state := t.TempDir(), t.TempDir()
 	cs, cmd := mcpServer(t, ws, state)
-	pidFile := filepath.Join(ws, "pid")
-	code := fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('before the crash', flush=True)\ntime.sleep(600)", pidFile)
+	// A run's pids are those of its own PID namespace: its child is found
+	// by a mark in its command line.
+	mark := fmt.Sprintf("pyexec-mark-%d-job-sigkill", os.Getpid())
+	code := fmt.Sprintf("import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', %q])\nprint('before the crash', flush=True)\ntime.sleep(600)", mark)
 	start := callJSON(t, cs, "run_python", map[string]any{"code": code, "mode": "async", "job_label": "doomed"})
 	id, _ := start["job_id"].(string)
 	if id == "" {
@@ -68,21 +67,18 @@ func TestMCPJobAfterServerSIGKILL(t *testing.T) {
 		}
 		printed += got["stdout"].(string)
 	}
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
+	if len(markedProcesses(mark)) != 1 {
+		t.Fatalf("the run's child is not running: %v", markedProcesses(mark))
 	}
-	var pid int
-	fmt.Sscan(string(data), &pid)
 
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cs.Close()
 	deadline := time.Now().Add(15 * time.Second)
-	for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+	for len(markedProcesses(mark)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("python %d outlived its SIGKILLed server", pid)
+			t.Fatalf("the run's processes %v outlived their SIGKILLed server", markedProcesses(mark))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -4,6 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
+
+	"github.com/pyexec/pyexec/internal/engine"
 
 	"github.com/pyexec/pyexec/internal/mcpserver"
 	"github.com/pyexec/pyexec/internal/scripts"
@@ -25,26 +28,28 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.autosaveDays, "autosave-max-age", scripts.DefaultMaxAge.Hours()/24, "days an autosaved inline run is kept")
 }
 
-// open validates the toolsets and opens the script store under stateDir.
-// The caller closes the store (it flushes pending autosaves).
-func (f *mcpFlags) open(stateDir string, logger *slog.Logger) ([]string, *scripts.Store, error) {
+// toolsetList validates --toolsets.
+func (f *mcpFlags) toolsetList() ([]string, error) {
 	sets, err := mcpserver.ParseToolsets(f.toolsets)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--toolsets: %w", err)
+		return nil, fmt.Errorf("--toolsets: %w", err)
 	}
+	return sets, nil
+}
+
+// openStore opens the script store under stateDir (on the executing side:
+// `pyexec mcp` without --executor, or `pyexec serve`). The caller closes
+// it (it flushes pending autosaves).
+func (f *mcpFlags) openStore(stateDir string, logger *slog.Logger) (*scripts.Store, error) {
 	if f.autosaveMax == 0 {
 		f.autosaveMax = -1 // 0 kept entries means no autosave at all
 	}
-	if f.autosaveDays <= 0 {
-		return nil, nil, fmt.Errorf("--autosave-max-age: must be positive days, got %g", f.autosaveDays)
+	if f.autosaveDays <= 0 || math.IsNaN(f.autosaveDays) || math.IsInf(f.autosaveDays, 0) {
+		return nil, fmt.Errorf("--autosave-max-age: must be a positive number of days, got %g", f.autosaveDays)
 	}
-	store, err := scripts.Open(stateDir, scripts.Options{
+	return scripts.Open(stateDir, scripts.Options{
 		MaxAutosaved: f.autosaveMax,
-		MaxAge:       seconds(f.autosaveDays * 24 * 3600),
+		MaxAge:       engine.SecondsUpTo(f.autosaveDays*24*3600, 0),
 		Logger:       logger,
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return sets, store, nil
 }

@@ -13,6 +13,13 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 )
 
+// runEnv: the flags that describe this one run (what to run, its cwd,
+// interpreter and variables) have no PYEXEC_* variable: a PYEXEC_C left in
+// an environment must not change what every later `pyexec run` executes.
+var runEnv = envSpec{aliases: engineEnv.aliases, none: map[string]bool{
+	"c": true, "cwd": true, "interpreter": true, "python-version": true, "env-file": true, "env": true, "with": true,
+}}
+
 // maxCLIStdin bounds how much piped input `pyexec run` forwards to a script.
 const maxCLIStdin = 64 << 20
 
@@ -26,8 +33,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		envVars multiFlag
 		with    listFlag
 	)
-	fs := newFlagSet("run", "run [flags] (-c CODE | FILE) [ARGS...] [-- ARGS...]", stderr, engineAliases)
-	ef.register(fs)
+	fs := newFlagSet("run", "run [flags] (-c CODE | FILE) [ARGS...] [-- ARGS...]", stderr, runEnv)
+	ef.registerRun(fs)
 	fs.StringVar(&req.Code, "c", "", "inline Python code to run (instead of FILE)")
 	fs.StringVar(&req.Cwd, "cwd", "", "working directory of the run, inside the workspace")
 	fs.StringVar(&req.Python, "interpreter", "", "absolute path of the interpreter for this run")
@@ -37,6 +44,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&with, "with", "dependency (PEP 508, like 'requests>=2') installed for the run with uv into a cached environment (repeatable)")
 	fs.StringVar(&req.Env, "use-env", "", "run in this named environment (pyexec envs create NAME --with PKG)")
 
+	_ = takeEnvToken() // never handed to a run, even with --inherit-env
 	before, after := splitDashDash(args)
 	var positional []string
 	rest := before
@@ -51,7 +59,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, rest[0])
 		rest = rest[1:]
 	}
-	if err := applyEnv(fs, engineAliases); err != nil {
+	if err := applyEnv(fs, runEnv); err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
 		return 2
 	}
@@ -67,9 +75,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	req.EnvVars = envVars.m
 	req.Dependencies = with
 
-	// At the terminal the operator is the one asking: a longer --timeout
-	// raises the cap instead of being cut down by it.
-	ef.maxTimeout = max(ef.maxTimeout, ef.defaultTimeout)
+	// At the terminal the operator is the one asking: --timeout is the
+	// run's limit, with no server cap to cut it down.
+	ef.maxTimeout.d = ef.defaultTimeout.d
 	if stdinData, err := pipedStdin(); err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
 		return 2
@@ -77,13 +85,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		req.Stdin = stdinData
 	}
 
-	// One run per process: a warm interpreter would only cost a second start.
+	// One run per process: a warm interpreter would only cost a second
+	// start (run has no --warm flag).
 	ef.warm = 0
 	cfg, err := ef.config()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)
 		return 2
 	}
+	cfg.StdinLimit = maxCLIStdin
 	eng, err := engine.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec run: %v\n", err)

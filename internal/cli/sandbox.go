@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -26,9 +27,9 @@ type sandboxFlags struct {
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	d := sandbox.DefaultLimits()
 	f.memory, f.fileSize = sizeFlag(d.MemoryBytes), sizeFlag(d.FileSizeBytes)
-	fs.StringVar(&f.policy, "sandbox", string(sandbox.DefaultPolicy), "confinement of every run: none, workspace (writes only in the workspace and a private temp dir) or strict (also no network, reads limited to Python and the workspace, own PID namespace); requests may only tighten it")
+	fs.StringVar(&f.policy, "sandbox", string(sandbox.DefaultPolicy), "confinement of every run: none, workspace (writes only in the workspace and a private temp dir; on a root server also PID, IPC and mount namespaces of its own) or strict (also no network, reads limited to Python and the workspace); requests may only tighten it")
 	fs.StringVar(&f.network, "network", "", "allow or deny network access for runs (default: deny under strict, allow otherwise)")
-	fs.StringVar(&f.runAs, "run-as", sandbox.RunAsAuto, "when the server is root, the user Python runs as: auto (nobody when it can reach the interpreter and write the workspace, counting what each run's private mount namespace binds from 0700 dirs like /root and an idmapped server-owned workspace; else root without capabilities), none, or a user name / uid[:gid]")
+	fs.StringVar(&f.runAs, "run-as", sandbox.RunAsAuto, "when the server is root, the user Python runs as: auto (nobody when it can reach the interpreter and write the workspace, counting what each run's private mount namespace binds from 0700 dirs like /root and an idmapped server-owned workspace; otherwise runs are refused with what to fix), none (root without capabilities), or a user name / uid[:gid]")
 	fs.BoolVar(&f.bestEffort, "sandbox-best-effort", false, "run even when the kernel cannot enforce everything the policy asks for; what was skipped is reported in every result")
 	fs.Var(&f.memory, "memory-limit", "memory cap of a run, all its processes together (bytes, or with K/M/G suffix; 0 or -1: unlimited)")
 	fs.Int64Var(&f.cpuSeconds, "cpu-limit", -1, "CPU seconds a run's process may use (RLIMIT_CPU); -1: unlimited")
@@ -67,26 +68,58 @@ func (f *sandboxFlags) settings() (sandbox.Settings, error) {
 	}, nil
 }
 
-// sizeFlag is a byte count that accepts K, M, G (powers of 1024) suffixes.
+// sizeFlag is a byte count that accepts K, M, G, T suffixes (powers of
+// 1024; KiB, MiB, ... and KB, MB, ... too) and prints the way it is typed
+// (2GiB, not 2147483648). -1 is "unlimited" where a flag allows it.
 type sizeFlag int64
 
-func (s *sizeFlag) String() string { return strconv.FormatInt(int64(*s), 10) }
+func (s *sizeFlag) String() string {
+	if s == nil {
+		return "0"
+	}
+	n := int64(*s)
+	if n < 0 {
+		return strconv.FormatInt(n, 10)
+	}
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (s *sizeFlag) Set(v string) error {
 	v = strings.TrimSpace(strings.ToUpper(v))
 	mult := int64(1)
-	for suf, m := range map[string]int64{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30} {
-		if strings.HasSuffix(v, suf) && len(suf) > 0 {
-			if _, err := strconv.ParseInt(strings.TrimSuffix(v, suf), 10, 64); err == nil {
-				v, mult = strings.TrimSuffix(v, suf), m
-				break
-			}
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
+	} {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(num), u.mult
+			break
 		}
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("want a byte count like 2G, 512M or 1048576")
+	case n < -1:
+		return fmt.Errorf("must be -1 (unlimited) or a byte count >= 0, got %d", n)
+	case n > 0 && n > math.MaxInt64/mult:
+		return fmt.Errorf("%s is more than 8 EiB", v)
 	}
-	*s = sizeFlag(n * mult)
+	if n > 0 {
+		n *= mult
+	}
+	*s = sizeFlag(n)
 	return nil
 }

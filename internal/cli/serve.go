@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/cluster"
@@ -30,11 +31,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		jf             jobFlags
 		mf             mcpFlags
 		sf             storeFlags
-		listen, token  string
+		listen         string
+		tokenFile      string
 		insecureNoAuth bool
 		maxInFlight    int
-		grace          float64
-		sessionTimeout float64
+		bodyBudget     sizeFlag
+		grace          = secondsFlag{d: httpapi.DefaultShutdownGrace}
+		sessionTimeout = secondsFlag{d: httpapi.DefaultSessionTimeout}
 		logLevel       string
 	)
 	fs := newFlagSet("serve", "serve [flags]", stderr, serveAliases)
@@ -43,24 +46,31 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	mf.register(fs)
 	sf.register(fs)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on, HOST:PORT (also EXECUTION_HOST and EXECUTION_PORT)")
-	fs.StringVar(&token, "token", "", "bearer token required on every route but /health (required to listen beyond loopback)")
-	fs.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without a token (anyone who can connect can run code)")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the bearer token required on every route but /health (default: PYEXEC_TOKEN, else a token generated into STATE-DIR/server-token)")
+	fs.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "answer every route without a token, as the uv-exec-mcp seed did (anyone who can connect, runs included, can run code and read every job)")
 	fs.IntVar(&maxInFlight, "max-inflight", 0, "most runs at once before requests get 429 busy (default 8 per core; -1: no limit)")
-	fs.Float64Var(&grace, "shutdown-grace", httpapi.DefaultShutdownGrace.Seconds(), "seconds running calls may finish after SIGTERM before they are cancelled")
-	fs.Float64Var(&sessionTimeout, "session-timeout", httpapi.DefaultSessionTimeout.Seconds(), "seconds after which an idle MCP session is closed")
+	bodyBudget = sizeFlag(httpapi.DefaultBodyBudget)
+	fs.Var(&bodyBudget, "max-body-memory", "bytes of request bodies held at once (read, or kept by a running call); past it requests get 429 busy without being read (never below the largest batch body, 26MiB; -1: no bound)")
+	fs.Var(&grace, "shutdown-grace", "seconds running calls may finish after SIGTERM before they are cancelled")
+	fs.Var(&sessionTimeout, "session-timeout", "seconds after which an idle MCP session is closed")
 	fs.StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn, error")
+	if refusedTokenFlag("serve", args, stderr) {
+		return 2
+	}
 	if code, ok := parseFlags(fs, args, serveAliases, stderr); !ok {
 		return code
 	}
 	if !flagGiven(fs, "listen") {
 		listen = seedListen(listen)
 	}
-	if !httpapi.IsLoopbackListen(listen) && token == "" && !insecureNoAuth {
-		fmt.Fprintf(stderr, "pyexec serve: refusing to listen on %s (not loopback) without a token: anyone who can connect could run code.\n"+
-			"Give --token (or PYEXEC_TOKEN), listen on 127.0.0.1, or pass --insecure-no-auth if you really mean it.\n", listen)
+	logger := newLogger(stderr, logLevel)
+	// Credentials first: a server that would start without a token (or
+	// with one runs could read) must not start at all.
+	token, tokenSource, err := serveAuth(tokenFile, insecureNoAuth, absDir(ef.stateDir), absDir(ef.workspace), logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 2
 	}
-	logger := newLogger(stderr, logLevel)
 	rep, err := sf.openReplica(ctx, &jf, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
@@ -76,7 +86,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer closeLocal() // runs after the HTTP server has drained
 	cfg := jx.Engine().Config()
-	toolsets, store, err := mf.open(cfg.StateDir, logger)
+	toolsets, err := mf.toolsetList()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
+		return 2
+	}
+	store, err := mf.openStore(cfg.StateDir, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 		return 2
@@ -97,11 +112,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		router = rep.router
 	}
 	srv, err := httpapi.NewServer(httpapi.Options{
-		Executor: jx, Version: Version, Token: token, Logger: logger, SyncBudget: jf.budget(), MaxResultChars: jf.resultChars,
+		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(), MaxResultChars: jf.resultChars,
 		Toolsets: toolsets, Scripts: store,
-		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight,
-		SessionTimeout: seconds(sessionTimeout), Workspace: cfg.Workspace,
+		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight, BodyBudget: int64(bodyBudget),
+		SessionTimeout: sessionTimeout.d, Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
+		Envs:      jx.Engine().Environments().List,
 		Router:    router,
 	})
 	if err != nil {
@@ -113,11 +129,18 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "[START] pyexec %s execution server\n", Version)
 	fmt.Fprintf(stderr, "[DIR] Working directory: %s\n", cfg.Workspace)
 	auth := "bearer token required"
-	if token == "" {
-		auth = "no auth"
+	if insecureNoAuth {
+		auth = "NO AUTH"
+		fmt.Fprintf(stderr, "[AUTH] --insecure-no-auth: every route answers without a token; anyone who can connect to %s, runs included, can run code and read every job\n", url)
+	} else {
+		how := "clients need the same token (--token-file or PYEXEC_TOKEN)"
+		if strings.HasPrefix(tokenSource, "generated") || tokenSource == "token file "+httpapi.TokenFile(cfg.StateDir) {
+			how = fmt.Sprintf("`pyexec mcp --executor %s` with the same --state-dir finds it; other clients: --token-file %s", url, httpapi.TokenFile(cfg.StateDir))
+		}
+		fmt.Fprintf(stderr, "[AUTH] bearer token required (%s); %s\n", tokenSource, how)
 	}
-	fmt.Fprintf(stderr, "[READY] Ready to execute Python scripts on %s (REST %s/v1, seed %s/execute, MCP %s/mcp; %s)\n", url, url, url, url, auth)
-	if err := srv.Serve(ctx, ln, seconds(grace)); err != nil {
+	fmt.Fprintf(stderr, "[READY] Ready to execute Python scripts on %s (REST %s/v1, seed %s/execute, MCP %s/mcp, audit page %s/ui; %s)\n", url, url, url, url, url, auth)
+	if err := srv.Serve(ctx, ln, grace.d); err != nil {
 		logger.Error("server stopped", "err", err)
 		return 1
 	}
@@ -151,4 +174,16 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return given
+}
+
+// absDir is dir made absolute ("" is the current directory), as the engine
+// resolves its workspace and state dir.
+func absDir(dir string) string {
+	if dir == "" {
+		dir = "."
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }

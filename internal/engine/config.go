@@ -37,8 +37,11 @@ type Config struct {
 	DefaultTimeout time.Duration
 	MaxTimeout     time.Duration
 	CodeLimit      int
-	OutputCap      int
-	KillGrace      time.Duration
+	// StdinLimit bounds a request's stdin (default MaxStdinBytes); the CLI,
+	// whose stdin is the operator's pipe, raises it.
+	StdinLimit int
+	OutputCap  int
+	KillGrace  time.Duration
 
 	// Deps configures dependency environments built with uv (environment.go).
 	Deps DepsConfig
@@ -79,6 +82,9 @@ func (c *Config) setDefaults() error {
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
 		return fmt.Errorf("workspace %s is not a directory", ws)
 	}
+	if err := sandbox.CheckWorkspaceRoot(ws); err != nil {
+		return fmt.Errorf("%w; choose a project directory as the workspace", err)
+	}
 	c.Workspace = ws
 	if c.StateDir == "" {
 		c.StateDir = DefaultStateDir()
@@ -94,6 +100,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CodeLimit <= 0 {
 		c.CodeLimit = DefaultCodeLimit
+	}
+	if c.StdinLimit <= 0 {
+		c.StdinLimit = MaxStdinBytes
 	}
 	if c.OutputCap <= 0 {
 		c.OutputCap = DefaultOutputCap

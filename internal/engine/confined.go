@@ -98,8 +98,12 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 			ReadOnly:          c.readOnly,
 			ReadWrite:         c.readWrite,
 			Hidden:            hiddenTrees(e.cfg.StateDir),
-			RunAs:             choice.Cred,
-			RunAsRequired:     choice.Cred != nil && (c.unprivileged || !strings.EqualFold(mode, sandbox.RunAsAuto) && mode != ""),
+			RunAs:             choice.Cred, // the launcher never falls back to root
+		}
+		if os.Geteuid() == 0 {
+			if err := sandbox.PrivateProcAvailable(); err != nil {
+				spec.NoPrivateProc = err.Error()
+			}
 		}
 	}
 	env := append(append([]string(nil), c.env...), "TMPDIR="+tmpDir, "HOME="+tmpDir)

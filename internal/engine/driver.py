@@ -1,7 +1,7 @@
 # pyexec warm driver: a fork server ("zygote") for one interpreter.
 #
 # Started by the engine through the per-run launcher as
-#     python -u driver.py SPARES PRELOAD
+#     python -u driver.py SPARES PRELOAD [serial]
 # with fd 0 a SOCK_SEQPACKET control socket shared with the server. It does
 # the expensive part of a Python start once (interpreter init, site, optional
 # preloaded modules), then keeps SPARES pre-forked runs ready. A ready run is a
@@ -20,29 +20,52 @@
 # Each G serves exactly one run. The zygote forks a replacement pair as soon
 # as one is taken, so forks stay off the request's critical path; for serial
 # runs (a confined zygote serves one run at a time) S instead stays and forks
-# the next G itself once the run is over: one fork per run instead of two.
+# the next G itself once the run is over (and cleaned up after): one fork per
+# run instead of two, and no spare exists while a run does.
 #
 # Messages (fields joined by NUL; no field contains NUL):
 #   zygote -> server, once:  READY, *sys.path[1:], *modules  or  FAIL, message
 #   server -> G, per run:    RUN, cwd, file, grace_ms, box, nargs, *args, nenv, *env
 #                            with SCM_RIGHTS [stdin, stdout, stderr, status,
 #                            *cgroup files, ruleset?, *extra files]
-#                            box = "ncgroup,ruleset,flags,cpu_seconds,wipe_shm,serial"
-#   G -> S (socketpair):     "T grace_ms wipe_shm serial" with SCM_RIGHTS [status];
+#                            box = "ncgroup,ruleset,flags,cpu_seconds,clean,serial"
+#   G -> S (socketpair):     "T grace_ms clean serial" with SCM_RIGHTS [status];
 #                            or E (EOF)
 #   G -> zygote (pipe):      "T<pid>\n" a spare was taken (not for serial runs),
 #                            "E<pid>\n" EOF
-#   S -> server (status):    JSON lines like internal/launcher's Event.
+#   S -> zygote (pipe):      "D<pid>\n" what a run left could not be removed:
+#                            stop serving
+#   S -> server (status):    JSON lines like internal/launcher's Event; the
+#                            status channel is a socket, so the server learns
+#                            G's pid in its own PID namespace from the kernel
+#                            (the pids these lines carry are this zygote's).
 #
 # Confinement. The zygote was started by the launcher under the runs'
 # sandbox (run-as user, namespaces, seccomp, rlimits, an outer Landlock
 # layer), which every fork inherits. Per run, before anything else, G joins
 # the run's cgroup (writing "0" to the cgroup files the server opened),
 # lowers RLIMIT_CPU and stacks the run's own Landlock ruleset (built by the
-# server) with landlock_restrict_self. If any step fails, G reports an error
-# and exits without running anything; the server then starts the run cold.
-# With wipe_shm, S empties /dev/shm (the zygote's private one) once the run's
-# tree is gone, so the next run finds it as fresh as a cold run's.
+# server) with landlock_restrict_self. A serial zygote's S stacks, once, a
+# seccomp filter that every G it forks inherits, under which the pids of
+# this PID namespace that are not a run's (its init, the zygote and its
+# threads, S) cannot be named to
+# prlimit, setpriority, sched_setaffinity, sched_set{scheduler,param,attr}
+# or ioprio_set, nor can a process group or a whole uid (PRIO_PGRP,
+# PRIO_USER and their ioprio_set forms; a run is in S's group): the run
+# shares the zygote's uid, and what it changed there every later run
+# would inherit (signals, ptrace and /proc/PID of them Landlock refuses
+# already, and /proc does not list them). If any step fails, G reports an
+# error and exits without running anything; the server then starts the run
+# cold.
+#
+# The runs of a confined zygote share its /dev/shm and IPC namespace, one
+# run at a time. With clean, S reports the run's exit, then empties both
+# (every file in /dev/shm at any depth; every SysV segment, semaphore and
+# message queue; every POSIX message queue), checks they are empty, and
+# reports "clean", or "dirty" and why. Only then does S fork the next G,
+# which reads the next request (the server may have sent it meanwhile: it
+# waits in the socket); after "dirty" S tells the zygote to stop instead,
+# and the server retires it.
 import sys
 
 _startup_modules = set(sys.modules)
@@ -50,8 +73,16 @@ import os  # noqa: E402 - always loaded at startup; imported after the snapshot 
 
 
 def _zygote():
+    global _PROC, _MQUEUE, _SERIAL
     spares = max(1, int(sys.argv[1]))
     preload = [m for m in sys.argv[2].split(",") if m]
+    _SERIAL = len(sys.argv) > 3 and sys.argv[3] == "serial"
+    # The supervisors' view of the zygote's namespaces, when the launcher
+    # made one in its temp dir (see the header and sandbox/namespaces.go).
+    mine = os.path.join(os.environ.get("TMPDIR", "/nonexistent"), ".supervisor")
+    if os.path.isdir(os.path.join(mine, "proc", "self")):
+        _PROC = os.path.join(mine, "proc")
+    _MQUEUE = os.path.join(mine, "mqueue")
 
     ctl = os.dup(0)  # non-inheritable; children reach it through fork only
     null = os.open(os.devnull, os.O_RDONLY)
@@ -94,6 +125,14 @@ def _zygote():
     gc.collect()
     gc.freeze()  # collections in the children never walk (and copy) our heap
 
+    # What its serial runs may not name (see _protect): the zygote and its
+    # threads (a preloaded library may have started some).
+    global _FORK_SERVER_PIDS
+    try:
+        _FORK_SERVER_PIDS = sorted(int(t) for t in os.listdir("/proc/self/task"))
+    except (OSError, ValueError):
+        _FORK_SERVER_PIDS = [os.getpid()]
+
     # sys.path (to notice installs), then the top-level modules a run finds
     # imported (a PYTHONPATH directory must not shadow one of them).
     tops = sorted({name.partition(".")[0] for name in keep})
@@ -122,9 +161,9 @@ def _zygote():
             data = b""
         for line in data.split(b"\n"):
             line = line.strip(b"\x00" + bytes([signal.SIGCHLD]))
-            if line[:1] in (b"T", b"E") and line[1:].isdigit():
+            if line[:1] in (b"T", b"E", b"D") and line[1:].isdigit():
                 live.discard(int(line[1:]))
-                if line[:1] == b"E":
+                if line[:1] in (b"E", b"D"):
                     eof = True
         while True:  # reap finished supervisors
             try:
@@ -156,17 +195,22 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         os.write(2, b"pyexec warm driver: PR_SET_CHILD_SUBREAPER failed\n")
         os._exit(71)
+    if _SERIAL:
+        # Once for every run this S serves: each G it forks inherits it.
+        _protect(libc, [1, os.getpid()] + _FORK_SERVER_PIDS)
 
-    # The run's tree is walked in /proc, whose pids are those of the PID
-    # namespace /proc was mounted in: under strict the zygote has a PID
-    # namespace of its own, so S finds itself as /proc sees it and signals
-    # each descendant by its pid in S's namespace (the last NSpid field).
+    # The run's tree is walked in the supervisors' /proc (the zygote's PID
+    # namespace without hidepid, which the run cannot reach: see
+    # sandbox.SupervisorDir), else in /proc, whose pids are those of the
+    # PID namespace it was mounted in: S finds itself as /proc sees it and
+    # signals each descendant by its pid in S's namespace (the last NSpid
+    # field).
     me_local = os.getpid()
     try:
-        me = int(os.readlink("/proc/self"))
+        me = int(os.readlink(_PROC + "/self"))
     except (OSError, ValueError):
         me = me_local
-    st = {}
+    st = {"handover": lambda: None, "taken": False, "term": False, "grace": 0.5}
 
     def tree(sig):
         for pid in _descendants(os, me):
@@ -179,7 +223,7 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
 
     def on_term(*_):
         st["handover"]()  # for the run's grace period
-        if st["taken"] and not st["term"]:  # between runs there is nothing to end
+        if st["taken"] and not st["term"]:  # before its run there is nothing to end
             st["term"] = True
             tree(signal.SIGTERM)
             signal.setitimer(signal.ITIMER_REAL, st["grace"])
@@ -191,7 +235,6 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_term)
     signal.signal(signal.SIGALRM, on_alarm)
-
     # One run per G. For serial runs (a zygote serving one run at a time) S
     # stays and forks the next G once the run is over, so that a run costs
     # one fork instead of two; otherwise it exits after the run.
@@ -204,7 +247,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     """Fork G, supervise its run to the end and report it; True when S is to
     serve another run."""
     st.clear()
-    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "wipe": False, "serial": False, "handover": lambda: None})
+    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "handover": lambda: None})
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     gpid = os.fork()
     if gpid == 0:
@@ -215,8 +258,6 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             _die()
         _die()
     theirs.close()
-    # G tells the zygote when it takes a request (so it forks the next spare
-    # right away); a serial run's S serves the next run itself.
 
     # S sleeps in wait4 through the whole run: G's handover (the status pipe
     # and the grace period) waits in the socket until S needs it, so no
@@ -237,7 +278,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             f = msg[2:].split()
             try:
                 st["grace"] = max(0.001, int(f[0]) / 1000.0)
-                st["wipe"] = f[1] == b"1"
+                st["clean"] = f[1] == b"1"
                 st["serial"] = f[2] == b"1"
             except (ValueError, IndexError):
                 pass
@@ -268,8 +309,6 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     status = st["status"]
     if status < 0:
         return False  # a spare that never ran (EOF, or killed)
-    if st["wipe"]:
-        _wipe(os, "/dev/shm")
     code, sig = 0, 0
     if main is not None:
         if os.WIFEXITED(main):
@@ -279,40 +318,148 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             code = -sig
     _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
           % (code, sig, utime, stime, maxrss * 1024))
-    os.close(status)
-    return st["serial"]
+    serial = st["serial"]
+    if st["clean"]:
+        import json
 
-
-def _wipe(os, top):
-    """Remove everything below top (the run's leftovers in the private
-    /dev/shm), making directories it locked writable first."""
-    for root, dirs, files in os.walk(top, topdown=False):
-        for name in files:
-            try:
-                os.unlink(os.path.join(root, name))
-            except OSError:
-                pass
-        for name in dirs:
-            p = os.path.join(root, name)
-            try:
-                if os.path.islink(p):
-                    os.unlink(p)
-                else:
-                    os.rmdir(p)
-            except OSError:
-                pass
-    # A directory the run made unreadable hides its content from os.walk.
-    for name in os.listdir(top):
-        p = os.path.join(top, name)
         try:
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-                _wipe(os, p)
-                os.rmdir(p)
-            else:
-                os.unlink(p)
-        except OSError:
-            pass
+            problem = _cleanup(os, libc)
+        except BaseException as e:  # noqa: BLE001 - reported: the server retires the zygote
+            problem = "%s: %s" % (type(e).__name__, e)
+        if problem:
+            _emit(os, status, '{"kind":"dirty","error":%s}\n' % json.dumps(problem))
+            # Nothing more may run here: the zygote stops forking (a request
+            # already queued for the next run then reaches nobody, and the
+            # server starts it cold).
+            _note(os, notify_w, b"D%d\n" % os.getpid())
+            serial = False
+        else:
+            _emit(os, status, '{"kind":"clean"}\n')
+    os.close(status)
+    return serial
+
+
+def _cleanup(os, libc):
+    """Remove what a run left in what the zygote's runs share (run by S, as
+    the run's uid, once every process of the run is gone); return what could
+    not be removed, or None. Found nothing (the common case: five system
+    calls): nothing to check again."""
+    problems = []
+    found = 0
+    if os.listdir("/dev/shm"):
+        found += 1
+        try:
+            _empty_dir(os, "/dev/shm")
+        except OSError as e:
+            problems.append("/dev/shm: %s" % e)
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
+                         ("sem", lambda i: libc.semctl(i, 0, 0)),
+                         ("msg", lambda i: libc.msgctl(i, 0, None))):
+        if not _ipc_count(libc, kind):
+            continue
+        for ident in _ipc_ids(os, kind):
+            found += 1
+            if remove(ident) != 0:
+                import ctypes
+
+                problems.append("SysV %s %d: %s" % (kind, ident, os.strerror(ctypes.get_errno())))
+    try:
+        queues = os.listdir(_MQUEUE)
+    except OSError as e:
+        return "no message queue filesystem to check: %s" % e
+    for name in queues:
+        found += 1
+        try:
+            os.unlink(os.path.join(_MQUEUE, name))
+        except OSError as e:
+            problems.append("POSIX message queue %s: %s" % (name, e))
+    if not found:
+        return None
+    # What is left, whatever the steps above said.
+    left = os.listdir("/dev/shm")
+    if left:
+        problems.append("/dev/shm still holds %d entries" % len(left))
+    for kind in ("shm", "sem", "msg"):
+        n = _ipc_count(libc, kind)
+        if n:
+            problems.append("%d SysV %s objects left" % (n, kind))
+    if os.listdir(_MQUEUE):
+        problems.append("POSIX message queues left")
+    return "; ".join(problems) or None
+
+
+def _ipc_count(libc, kind):
+    """How many SysV IPC objects of kind this IPC namespace holds (one
+    *_INFO call); -1 when the kernel does not say."""
+    import ctypes
+
+    buf = (ctypes.c_int * 32)()
+    if kind == "shm":  # SHM_INFO: struct shm_info starts with used_ids
+        r, n = libc.shmctl(0, 14, buf), buf[0]
+    elif kind == "sem":  # SEM_INFO: struct seminfo's semusz (sets in use)
+        r, n = libc.semctl(0, 0, 19, buf), buf[7]
+    else:  # MSG_INFO: struct msginfo's msgpool (queues in use)
+        r, n = libc.msgctl(0, 12, buf), buf[0]
+    return n if r >= 0 else -1
+
+
+def _ipc_ids(os, kind):
+    """The ids of the SysV IPC objects of this IPC namespace."""
+    with open("/proc/sysvipc/" + kind, "rb") as f:
+        lines = f.read().splitlines()[1:]
+    return [int(line.split()[1]) for line in lines if line.strip()]
+
+
+def _empty_dir(os, top):
+    """Remove everything below top, whatever its depth (directory fds and
+    "..", never a path, so no PATH_MAX and no recursion), permissions (the
+    run's files are S's own: unreadable directories are made readable) or
+    kind; symlinks are removed, never followed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(top, flags)
+    pending = [None]  # per level: (name, is_dir) left to visit in that directory
+    try:
+        while True:
+            if pending[-1] is None:
+                with os.scandir(fd) as it:
+                    pending[-1] = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            descend = None
+            names = pending[-1]
+            while names:
+                name, is_dir = names.pop()
+                if not is_dir:
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                    except FileNotFoundError:
+                        pass
+                    except IsADirectoryError:
+                        names.append((name, True))
+                    continue
+                try:
+                    os.rmdir(name, dir_fd=fd)
+                    continue
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    pass
+                os.chmod(name, 0o700, dir_fd=fd)
+                descend = name
+                break
+            if descend is not None:
+                child = os.open(descend, flags, dir_fd=fd)
+                names.append((descend, True))  # removed once empty, on the way back
+                os.close(fd)
+                fd = child
+                pending.append(None)
+                continue
+            if len(pending) == 1:
+                return
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            pending.pop()
+    finally:
+        os.close(fd)
 
 
 def _confine(os, libc, cgroups, ruleset, flags, cpu):
@@ -336,6 +483,93 @@ def _confine(os, libc, cgroups, ruleset, flags, cpu):
         os.close(ruleset)
 
 
+# The calls that change another process of the same uid by pid, and the
+# arguments that name it, for the seccomp layer of serial runs (_protect):
+# (syscall numbers on x86_64, on arm64; index of the pid argument, or of
+# the "which" argument whose values name a pid, a group or a uid).
+_PID_CALLS = {
+    "prlimit64": ((302, 261), 0),
+    "sched_setaffinity": ((203, 122), 0),
+    "sched_setscheduler": ((144, 119), 0),
+    "sched_setparam": ((142, 118), 0),
+    "sched_setattr": ((314, 274), 0),
+}
+_WHICH_CALLS = {  # (numbers), which for a pid (who is then argument 1), which for a group, for a uid
+    "setpriority": ((141, 140), 0, 1, 2),  # PRIO_PROCESS, PRIO_PGRP, PRIO_USER
+    "ioprio_set": ((251, 30), 1, 2, 3),  # IOPRIO_WHO_PROCESS, _PGRP, _USER
+}
+_AUDIT_ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
+
+
+def _protect(libc, pids):
+    """Stack a seccomp filter on this process (and all it forks) under which
+    the calls above fail with EPERM when they name one of pids, or a whole
+    uid. The zygote's own filter (the launcher's) stays below it."""
+    import ctypes
+    import struct
+
+    arch, col = _AUDIT_ARCH[os.uname().machine]
+    LD, JEQ, RET = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    ALLOW, EPERM = 0x7FFF0000, 0x00050000 | 1
+    prog = []  # [code, jt, jf, k], with "jt"/"jf" given as labels first
+
+    def ins(code, k, jt=0, jf=0):
+        prog.append([code, jt, jf, k])
+
+    def arg(i):
+        return 16 + 8 * i
+
+    deny_pids = "deny_pids"
+    ins(LD, 4)
+    ins(JEQ, arch, 1, 0)
+    ins(RET, ALLOW)  # another architecture: the launcher's filter refuses everything
+    ins(LD, 0)
+    for name, (nrs, a) in _PID_CALLS.items():
+        ins(JEQ, nrs[col], ("pid", a), 0)
+    for name, (nrs, pid_which, group_which, user_which) in _WHICH_CALLS.items():
+        ins(JEQ, nrs[col], ("which", name), 0)
+    ins(RET, ALLOW)
+    labels = {}  # (BPF jumps only forward: each target comes after its jumps)
+    for name, (nrs, pid_which, group_which, user_which) in _WHICH_CALLS.items():
+        # A process group: the run's own is S's (and a uid: the zygote's).
+        labels[("which", name)] = len(prog)
+        ins(LD, arg(0))
+        ins(JEQ, user_which, "eperm", 0)
+        ins(JEQ, group_which, "eperm", 0)
+        ins(JEQ, pid_which, ("pid", 1), 0)
+        ins(RET, ALLOW)
+    for a in sorted({a for _, a in _PID_CALLS.values()} | {1}):
+        labels[("pid", a)] = len(prog)
+        ins(LD, arg(a))
+        ins(0x05, deny_pids)  # BPF_JMP|BPF_JA to the pid checks
+    labels[deny_pids] = len(prog)
+    for p in pids:
+        ins(JEQ, p, "eperm", 0)
+    ins(RET, ALLOW)
+    labels["eperm"] = len(prog)
+    ins(RET, EPERM)
+    raw = b""
+    for i, (code, jt, jf, k) in enumerate(prog):
+        if code == 0x05:  # BPF_JA: k is the offset
+            k, jt, jf = labels[k] - i - 1, 0, 0
+        jt = labels[jt] - i - 1 if not isinstance(jt, int) else jt
+        jf = labels[jf] - i - 1 if not isinstance(jf, int) else jf
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise OSError(0, "seccomp layer: jump too far")
+        raw += struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    n = len(raw) // 8
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(n, ctypes.addressof(buf))
+    # prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog): no_new_privs is set.
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "seccomp layer: " + os.strerror(err))
+
+
 def _die():
     """End a fork whose driver code failed (never the script: _run handles
     that and always exits itself)."""
@@ -353,12 +587,12 @@ def _descendants(os, root):
     while queue:
         pid = queue.pop()
         try:
-            tasks = os.listdir("/proc/%d/task" % pid)
+            tasks = os.listdir(_PROC + "/%d/task" % pid)
         except OSError:
             continue
         for t in tasks:
             try:
-                fd = os.open("/proc/%d/task/%s/children" % (pid, t), os.O_RDONLY)
+                fd = os.open(_PROC + "/%d/task/%s/children" % (pid, t), os.O_RDONLY)
             except OSError:
                 continue
             try:
@@ -377,7 +611,7 @@ def _local_pid(os, pid):
     """pid (as /proc names it) in this process's PID namespace; None when it
     is gone."""
     try:
-        fd = os.open("/proc/%d/status" % pid, os.O_RDONLY)
+        fd = os.open(_PROC + "/%d/status" % pid, os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -445,7 +679,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     for fd in fds:
         os.close(fd)
     stdin, stdout, stderr, status = high[:4]
-    ncg, has_ruleset, flags, cpu, wipe, serial = [int(x) for x in f[4].split(b",")]
+    ncg, has_ruleset, flags, cpu, clean, serial = [int(x) for x in f[4].split(b",")]
     cgroups = high[4:4 + ncg]
     ruleset = high[4 + ncg] if has_ruleset else -1
     extra = high[4 + ncg + has_ruleset:]
@@ -461,7 +695,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
         _emit(os, status, '{"kind":"error","exit_code":127,"error":%s}\n' % json.dumps("warm confinement: %s" % e))
         os._exit(0)  # S sees no handover and exits quietly; the run starts cold
     try:
-        sup.sendmsg([b"T %s %d %d" % (f[3], wipe, serial)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
+        sup.sendmsg([b"T %s %d %d" % (f[3], clean, serial)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:
         os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
     _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
@@ -607,6 +841,10 @@ def _load_rt():
         return None
 
 
+_FORK_SERVER_PIDS = []  # the zygote's pid and threads (set before READY)
+_SERIAL = False  # it serves one run at a time (argv[3] == "serial")
+_PROC = "/proc"
+_MQUEUE = "/dev/mqueue"
 _MAX_EXTRA = 4  # extra files (fd 3, 4, ...) a run may inherit; pool.go agrees
 _MAX_BOX = 3  # confinement files: two cgroup files and a Landlock ruleset
 

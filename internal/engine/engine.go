@@ -146,7 +146,7 @@ type prepared struct {
 }
 
 func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extras) (_ *prepared, err error) {
-	if err := e.checkSource(req); err != nil {
+	if err := e.checkFields(req); err != nil {
 		return nil, err
 	}
 	timeout, err := e.timeout(req.Timeout)
@@ -234,18 +234,6 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, rights: rights, extraFiles: x.ExtraFiles,
 		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
 	}, nil
-}
-
-// timeout applies the default and the server-wide cap.
-func (e *Engine) timeout(seconds float64) (time.Duration, error) {
-	switch {
-	case seconds < 0:
-		return 0, badRequest("timeout", "must be positive (seconds), got %g", seconds)
-	case seconds == 0:
-		return e.cfg.DefaultTimeout, nil
-	}
-	d := time.Duration(seconds * float64(time.Second))
-	return min(d, e.cfg.MaxTimeout), nil
 }
 
 // CodeFile stores trusted server-side Python (such as the benchmark's

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/uvenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,7 +210,7 @@ func (in *interpreters) discover(ctx context.Context) []Interpreter {
 }
 
 func pythonNames() []string {
-	names := []string{"python3"}
+	names := []string{defaultPythonName}
 	for minor := 20; minor >= 6; minor-- {
 		names = append(names, "python3."+strconv.Itoa(minor))
 	}
@@ -343,7 +344,7 @@ func (e *Engine) chooseInterpreter(ctx context.Context, req *Request, cwd string
 		}
 		return it, StrategySystem, nil
 	}
-	venvPython := filepath.Join(cwd, ".venv", "bin", "python")
+	venvPython := uvenv.VenvPython(filepath.Join(cwd, ".venv"))
 	if _, err := os.Stat(venvPython); err == nil {
 		it, err := e.requestInterpreter(ctx, req, cwd, venvPython, rights)
 		if err != nil {
@@ -358,7 +359,7 @@ func (e *Engine) chooseInterpreter(ctx context.Context, req *Request, cwd string
 func (e *Engine) defaultInterpreter(ctx context.Context) (Interpreter, error) {
 	name := e.cfg.Python
 	if name == "" {
-		name = "python3"
+		name = defaultPythonName
 	}
 	it, err := e.interps.resolve(ctx, name)
 	if err != nil {

@@ -120,7 +120,7 @@ func (e *Engine) executeOnce(ctx context.Context, p *prepared, obs Observer, war
 	outR.Close()
 	errR.Close()
 
-	if errors.Is(waitErr, errWarmLost) {
+	if errors.Is(waitErr, errWarmLost) || errors.Is(waitErr, errSupervisorLost) {
 		return Result{}, waitErr
 	}
 	if p.sandbox != nil && ev.Sandbox == nil {
@@ -129,7 +129,8 @@ func (e *Engine) executeOnce(ctx context.Context, p *prepared, obs Observer, war
 	}
 	if waitErr != nil {
 		// Python never started (the launcher reported why).
-		return Result{}, fmt.Errorf("start %s: %w", p.interp.Path, waitErr)
+		// (The launcher's error names the interpreter already.)
+		return Result{}, fmt.Errorf("python could not be started: %w", waitErr)
 	}
 	// Totals count what the script wrote, not pyexec's own notes.
 	stdoutBytes, stderrBytes, stderrLines := stdout.Total(), stderr.Total(), stderr.Lines()

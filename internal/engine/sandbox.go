@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,11 +82,14 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		TmpDir:    tmpDir,
 		ReadOnly:  ro,
 		Hidden:    hiddenTrees(e.cfg.StateDir),
-		RunAs:     choice.Cred,
-		// An explicit --run-as USER fails closed in the launcher when what
-		// the run needs cannot be made reachable; auto falls back to root
-		// without capabilities and says so.
-		RunAsRequired: choice.Cred != nil && !strings.EqualFold(e.cfg.RunAs, sandbox.RunAsAuto) && e.cfg.RunAs != "",
+		// When what the run needs cannot be made reachable for it, the
+		// launcher fails the run; only --run-as none runs as root.
+		RunAs: choice.Cred,
+	}
+	if settings.Policy != sandbox.PolicyNone && os.Geteuid() == 0 {
+		if err := sandbox.PrivateProcAvailable(); err != nil {
+			spec.NoPrivateProc = err.Error()
+		}
 	}
 	return spec, notes, nil
 }
@@ -168,11 +173,24 @@ func (e *Engine) sandboxSettings(req *Request) (sandbox.Settings, error) {
 		case strings.Contains(err.Error(), "network"):
 			field = "network"
 		}
-		return sandbox.Settings{}, badRequest(field, "%v", err)
+		// "limits: limits.memory_bytes: ..." reads better as
+		// "limits: memory_bytes: ..."; badRequest drops "sandbox: ".
+		msg := strings.Replace(trimPrefixes(err.Error(), field), "limits.", "", 1)
+		if strings.Contains(msg, "_bytes") {
+			msg = bytesInParens.ReplaceAllStringFunc(msg, func(m string) string {
+				n, _ := strconv.ParseInt(strings.Trim(m, "()"), 10, 64)
+				return "(" + FormatBytes(n) + ")"
+			})
+		}
+		return sandbox.Settings{}, badRequest(field, "%s", msg)
 	}
 	settings.BestEffort = e.cfg.Sandbox.BestEffort
 	return settings, nil
 }
+
+// bytesInParens finds the byte counts the sandbox package puts in its limit
+// errors, to print them as "2 GiB".
+var bytesInParens = regexp.MustCompile(`\(\d{4,}\)`)
 
 // limitNote is the line appended to stderr when a run hit a limit, so a
 // model reading only the text knows why it died.

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -51,14 +50,6 @@ const (
 )
 
 type fileID struct{ dev, ino uint64 }
-
-func idOf(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if syscall.Stat(path, &st) != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
-}
 
 // trustSet holds what trusted probes found, by file identity: of the
 // interpreter binary itself, and of the path probed (a pyenv shim resolves
@@ -112,27 +103,6 @@ func (in *interpreters) outsideWritable(path string) error {
 		}
 	}
 	return nil
-}
-
-// ownedSecurely checks p and its ancestors: owned by root or the server's
-// uid, not writable by group or others (symlinks' own modes mean nothing).
-func ownedSecurely(p string) error {
-	euid := uint32(os.Geteuid())
-	for cur := p; ; cur = filepath.Dir(cur) {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(cur, &st); err != nil {
-			return err
-		}
-		if st.Uid != 0 && st.Uid != euid {
-			return fmt.Errorf("%s belongs to uid %d", cur, st.Uid)
-		}
-		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK && st.Mode&0o022 != 0 {
-			return fmt.Errorf("%s is writable by others (mode %04o)", cur, st.Mode&0o7777)
-		}
-		if cur == "/" {
-			return nil
-		}
-	}
 }
 
 // resolveChain resolves path like the kernel, returning the clean path,
@@ -311,9 +281,7 @@ const versionScript = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 func (e *Engine) confinedVersion(ctx context.Context, req *Request, cwd, path string) (string, error) {
 	key := ""
 	if fi, err := os.Stat(path); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			key = fmt.Sprintf("%s\x00%d:%d:%d:%d:%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
-		}
+		key = statKey(path, fi)
 	}
 	e.interps.mu.Lock()
 	ent, ok := e.interps.confined[key]

@@ -5,6 +5,9 @@ package executor
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -38,6 +41,14 @@ type ProgressFunc func(Progress)
 
 // MaxBatch is the largest number of entries one batch may hold.
 const MaxBatch = 20
+
+// BatchWireLimit is the largest JSON encoding of a batch: MaxBatch entries'
+// worth of inline code plus one whole request's other fields (26 MiB with
+// the default 1 MiB code limit). It is the largest request pyexec reads, so
+// it also bounds a stdio frame.
+func BatchWireLimit(codeLimit int) int64 {
+	return MaxBatch*int64(codeLimit) + engine.WireLimit(codeLimit)
+}
 
 // BatchRequest is a list of independent runs.
 type BatchRequest struct {
@@ -115,6 +126,9 @@ type Limits struct {
 	DefaultTimeoutSeconds float64 `json:"default_timeout_seconds" jsonschema:"Timeout applied when a request gives none."`
 	MaxTimeoutSeconds     float64 `json:"max_timeout_seconds" jsonschema:"Largest timeout a request can get; larger ones are capped."`
 	MaxCodeBytes          int     `json:"max_code_bytes" jsonschema:"Largest inline code accepted."`
+	MaxStdinBytes         int     `json:"max_stdin_bytes,omitempty" jsonschema:"Largest stdin accepted (larger input belongs in a workspace file)."`
+	MaxRequestBytes       int64   `json:"max_request_bytes,omitempty" jsonschema:"Largest request accepted on the wire (JSON), a batch excepted."`
+	MaxBatchRequestBytes  int64   `json:"max_batch_request_bytes,omitempty" jsonschema:"Largest batch request accepted on the wire (JSON)."`
 	OutputCapBytes        int     `json:"output_cap_bytes" jsonschema:"Bytes of each stream returned inline; the middle of longer output is dropped."`
 	MaxBatch              int     `json:"max_batch" jsonschema:"Most snippets in one batch."`
 	MaxWorkers            int     `json:"max_workers" jsonschema:"Most batch entries run at once."`
@@ -124,4 +138,32 @@ type Limits struct {
 	SyncBudgetSeconds float64 `json:"sync_budget_seconds,omitempty" jsonschema:"How long a sync run_python call waits before returning a job id and letting the run continue in the background."`
 	MaxConcurrent     int     `json:"max_concurrent,omitempty" jsonschema:"Most job-backed runs executing at once; the rest wait as pending."`
 	MaxQueue          int     `json:"max_queue,omitempty" jsonschema:"Most pending jobs; past it new runs are refused as busy."`
+
+	// Timeouts says in words which limit applies to which kind of run.
+	Timeouts string `json:"timeouts,omitempty" jsonschema:"Which time limit applies to which run, in words: defaults, caps, and what 0 means."`
+}
+
+// TimeoutStory is the one rule for time limits, with this server's numbers:
+// which limit a run gets, what 0 and huge values mean. It is what
+// server_info says and what the README's timeout section explains.
+func TimeoutStory(l Limits) string {
+	jobs := l.MaxConcurrent > 0
+	seconds := func(s float64) string { return strconv.FormatFloat(s, 'f', -1, 64) + "s" }
+	var b strings.Builder
+	if jobs {
+		limit := "no limit (--job-timeout 0)"
+		if l.JobTimeoutSeconds > 0 {
+			limit = seconds(l.JobTimeoutSeconds) + " (--job-timeout)"
+		}
+		fmt.Fprintf(&b, "run_python calls and background jobs: the request's timeout when it is shorter than the job limit, else the job limit, %s", limit)
+		if l.SyncBudgetSeconds > 0 {
+			fmt.Fprintf(&b, "; a sync call still running after %s continues as a background job", seconds(l.SyncBudgetSeconds))
+		}
+		b.WriteString(". Batch entries, benchmarks and plain REST runs (/v1/run without sync_budget, /execute): ")
+	} else {
+		b.WriteString("Every run: ")
+	}
+	fmt.Fprintf(&b, "the request's timeout, default %s (--timeout), at most %s (--max-timeout). ", seconds(l.DefaultTimeoutSeconds), seconds(l.MaxTimeoutSeconds))
+	b.WriteString("timeout 0 or absent means the default; a larger value than the limit gets the limit; a negative one is refused. On timeout the whole process tree is killed and the output so far is kept.")
+	return b.String()
 }

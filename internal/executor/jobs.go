@@ -225,7 +225,7 @@ func (l *LocalJobs) Info(ctx context.Context) (Info, error) {
 	timeout, conc, queue := l.m.Limits()
 	info.Limits.JobTimeoutSeconds = timeout.Seconds()
 	info.Limits.MaxConcurrent, info.Limits.MaxQueue = conc, queue
-	return info, nil
+	return info.withStory(), nil
 }
 
 // Start implements JobExecutor.

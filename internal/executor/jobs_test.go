@@ -2,18 +2,17 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 func openJobs(t *testing.T, cfg engine.Config, jc jobs.Config) *LocalJobs {
@@ -101,8 +100,8 @@ func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
 	ws := t.TempDir()
 	lj := openJobs(t, engine.Config{Workspace: ws}, jobs.Config{})
 	ctx := context.Background()
-	pidFile := filepath.Join(ws, "pid")
-	code := fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + "import time\nprint('started', flush=True)\ntime.sleep(600)"
 	out, err := lj.RunOrHandoff(ctx, engine.Request{Code: code}, SyncOptions{Budget: 300 * time.Millisecond, Label: "long"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,18 +120,15 @@ func TestRunOrHandoffAndCancelKillsTree(t *testing.T) {
 		got += ch.Stdout
 		cur.StdoutOffset = ch.StdoutOffset
 	}
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
+	if len(proc.Marked(mark)) != 1 {
+		t.Fatalf("the run's child is not running: %v", proc.Marked(mark))
 	}
-	var pid int
-	fmt.Sscan(string(data), &pid)
 	j, err := lj.Cancel(ctx, out.Job.ID)
 	if err != nil || j.Status != jobs.StatusCancelled {
 		t.Fatalf("cancel: %+v %v", j, err)
 	}
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Fatalf("process %d alive after cancel returned: %v", pid, err)
+	if left := proc.Marked(mark); len(left) > 0 {
+		t.Fatalf("processes %v alive after cancel returned", left)
 	}
 	list, _ := lj.Jobs(ctx, jobs.Filter{Label: "long"})
 	if list.Total != 1 {

@@ -116,6 +116,9 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			DefaultTimeoutSeconds: cfg.DefaultTimeout.Seconds(),
 			MaxTimeoutSeconds:     cfg.MaxTimeout.Seconds(),
 			MaxCodeBytes:          cfg.CodeLimit,
+			MaxStdinBytes:         cfg.StdinLimit,
+			MaxRequestBytes:       engine.WireLimit(cfg.CodeLimit),
+			MaxBatchRequestBytes:  BatchWireLimit(cfg.CodeLimit),
 			OutputCapBytes:        cfg.OutputCap,
 			MaxBatch:              MaxBatch,
 			MaxWorkers:            l.maxWorkers,
@@ -130,7 +133,13 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			Capabilities: l.eng.Capabilities(),
 		},
 		Warm: l.eng.WarmStatsIfOn(),
-	}, nil
+	}.withStory(), nil
+}
+
+// withStory fills in Limits.Timeouts from the numbers.
+func (i Info) withStory() Info {
+	i.Limits.Timeouts = TimeoutStory(i.Limits)
+	return i
 }
 
 func (l *Local) uv(ctx context.Context) string {

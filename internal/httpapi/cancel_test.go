@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,11 +14,13 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/httpapi"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
-// pidScript writes its pid to file, then sleeps.
-func pidScript(file string) string {
-	return "import os, time\nopen(" + strconv.Quote(file+".tmp") + ", 'w').write(str(os.getpid()))\nos.rename(" + strconv.Quote(file+".tmp") + ", " + strconv.Quote(file) + ")\ntime.sleep(120)"
+// startedScript starts a child marked with mark (a run's pids are its own
+// PID namespace's: see testutil/proc), writes file, then sleeps.
+func startedScript(file, mark string) string {
+	return proc.Sleeper(mark) + "import os, time\nopen(" + strconv.Quote(file+".tmp") + ", 'w').write('started')\nos.rename(" + strconv.Quote(file+".tmp") + ", " + strconv.Quote(file) + ")\ntime.sleep(120)"
 }
 
 // waitFor polls cond (the events watched here happen in other processes;
@@ -36,23 +36,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func readPID(t *testing.T, file string) int {
+func waitStarted(t *testing.T, file string) {
 	t.Helper()
-	var pid int
 	waitFor(t, "the run to start", func() bool {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		_, err := os.Stat(file)
 		return err == nil
 	})
-	return pid
 }
 
-func waitGone(t *testing.T, pid int) {
+func waitGone(t *testing.T, mark string) {
 	t.Helper()
-	waitFor(t, "the cancelled run's process to die", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	waitFor(t, "the cancelled run's processes to die", func() bool { return len(proc.Marked(mark)) == 0 })
 }
 
 // TestCancellationKillsRemoteRuns: a caller that gives up kills the run on
@@ -65,19 +59,19 @@ func TestCancellationKillsRemoteRuns(t *testing.T) {
 
 	t.Run("client", func(t *testing.T) {
 		c, _ := httpapi.NewClient(ts.URL, httpapi.ClientOptions{})
-		file := filepath.Join(f.workspace, "pid-client")
+		file, mark := filepath.Join(f.workspace, "started-client"), proc.Mark(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			_, err := c.Run(ctx, engine.Request{Code: pidScript(file), Timeout: 300}, nil)
+			_, err := c.Run(ctx, engine.Request{Code: startedScript(file, mark), Timeout: 300}, nil)
 			done <- err
 		}()
-		pid := readPID(t, file)
+		waitStarted(t, file)
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run: %v", err)
 		}
-		waitGone(t, pid)
+		waitGone(t, mark)
 	})
 
 	t.Run("stateless mcp", func(t *testing.T) {
@@ -90,18 +84,18 @@ func TestCancellationKillsRemoteRuns(t *testing.T) {
 		if cs.ID() != "" {
 			t.Fatal("expected a stateless session")
 		}
-		file := filepath.Join(f.workspace, "pid-mcp")
+		file, mark := filepath.Join(f.workspace, "started-mcp"), proc.Mark(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": pidScript(file), "timeout": 300}})
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": startedScript(file, mark), "timeout": 300}})
 			done <- err
 		}()
-		pid := readPID(t, file)
+		waitStarted(t, file)
 		cancel()
 		if err := <-done; err == nil {
 			t.Fatal("the cancelled call returned no error")
 		}
-		waitGone(t, pid)
+		waitGone(t, mark)
 	})
 }

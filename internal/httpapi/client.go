@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -28,6 +29,8 @@ const (
 	// gives up on the server.
 	DefaultTimeoutBuffer  = 10 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
+	// infoTimeout bounds GET /v1/info (see Client.Info).
+	infoTimeout = 60 * time.Second
 )
 
 // ClientOptions configure a Client.
@@ -49,6 +52,9 @@ type Client struct {
 
 	mu     sync.Mutex
 	limits *executor.Limits
+
+	autoOnce  sync.Once
+	autoState // autosaves sent in the background (client_scripts.go)
 }
 
 var _ executor.Executor = (*Client)(nil)
@@ -102,7 +108,10 @@ func (c *Client) Batch(ctx context.Context, req executor.BatchRequest, progress 
 
 // Info implements executor.Executor.
 func (c *Client) Info(ctx context.Context) (executor.Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.TimeoutBuffer)
+	// A server's first /v1/info looks for every installed interpreter
+	// (seconds on a busy machine): it gets longer than the silence a run
+	// may keep. A server that is down still fails at once.
+	ctx, cancel := context.WithTimeout(ctx, max(c.opts.TimeoutBuffer, infoTimeout))
 	defer cancel()
 	var info executor.Info
 	if err := c.get(ctx, "/v1/info", &info); err != nil {
@@ -139,12 +148,12 @@ func (c *Client) deadline(ctx context.Context, reqs []engine.Request) (time.Dura
 	var total float64
 	for _, r := range reqs {
 		t := r.Timeout
-		if t <= 0 {
+		if t <= 0 || math.IsNaN(t) {
 			t = l.DefaultTimeoutSeconds
 		}
 		total += min(t, l.MaxTimeoutSeconds)
 	}
-	return time.Duration(total*float64(time.Second)) + c.opts.TimeoutBuffer, nil
+	return engine.SecondsUpTo(total, 0) + c.opts.TimeoutBuffer, nil
 }
 
 func (c *Client) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
@@ -347,7 +356,7 @@ type RemoteError struct {
 func (e *RemoteError) Error() string {
 	switch e.Detail.Code {
 	case CodeUnauthorized:
-		return fmt.Sprintf("execution server at %s refused the request: %s (give the server's token with --token or PYEXEC_TOKEN)", e.URL, e.Detail.Message)
+		return fmt.Sprintf("execution server at %s refused the request: %s. Give pyexec mcp the server's token with --token-file FILE or PYEXEC_TOKEN (on the server's machine, the same --state-dir as `pyexec serve` is enough)", e.URL, e.Detail.Message)
 	case CodeBusy, CodeNotFound:
 		// The executor's own words, as the local executor would say them.
 		return e.Detail.Message
@@ -365,6 +374,10 @@ func (e *RemoteError) Is(target error) bool {
 		return target == jobs.ErrNotFound
 	case CodeUnavailable:
 		return target == jobs.ErrClosed
+	case CodeStorageFull:
+		return target == jobs.ErrStateFull
+	case CodeConflict:
+		return target == jobs.ErrForeign
 	}
 	return false
 }

@@ -18,7 +18,7 @@ func TestDrainingAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	s, err := NewServer(Options{Executor: executor.NewLocal(eng, "test", 1)})
+	s, err := NewServer(Options{Executor: executor.NewLocal(eng, "test", 1), NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

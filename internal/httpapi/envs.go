@@ -48,7 +48,7 @@ func (s *Server) handleCreateEnv(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req executor.EnvCreateRequest
-	if err := decode(w, r, bodyHeadroom, &req, true); err != nil {
+	if err := decode(w, r, smallBodyLimit, &req, true); err != nil {
 		writeError(w, err)
 		return
 	}

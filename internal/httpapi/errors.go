@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/executor"
 )
 
 // Error codes of the REST API. Each maps to one HTTP status; the client maps
@@ -18,11 +19,13 @@ const (
 	CodeForbidden        = "forbidden"              // 403
 	CodeNotFound         = "not_found"              // 404
 	CodeMethodNotAllowed = "method_not_allowed"     // 405
+	CodeConflict         = "conflict"               // 409
 	CodePayloadTooLarge  = "payload_too_large"      // 413
 	CodeUnsupportedMedia = "unsupported_media_type" // 415
 	CodeBusy             = "busy"                   // 429
 	CodeInternal         = "internal"               // 500
 	CodeUnavailable      = "unavailable"            // 503
+	CodeStorageFull      = "storage_full"           // 507
 )
 
 // ErrorBody is every error response: {"error": {"code", "message", "field"}}.
@@ -33,7 +36,7 @@ type ErrorBody struct {
 // ErrorDetail says what went wrong and, for a rejected request, which field
 // to change.
 type ErrorDetail struct {
-	Code    string `json:"code" jsonschema:"Machine-readable error code: invalid_request, unauthorized, forbidden, not_found, method_not_allowed, payload_too_large, unsupported_media_type, busy, internal, unavailable."`
+	Code    string `json:"code" jsonschema:"Machine-readable error code: invalid_request, unauthorized, forbidden, not_found, method_not_allowed, conflict, payload_too_large, unsupported_media_type, busy, internal, unavailable, storage_full."`
 	Message string `json:"message" jsonschema:"Human-readable explanation saying what to change."`
 	Field   string `json:"field,omitempty" jsonschema:"The request field that was rejected, when one was."`
 }
@@ -69,6 +72,7 @@ func toAPIError(err error) *apiError {
 	var re *engine.RequestError
 	var mbe *http.MaxBytesError
 	var be *BusyError
+	var bbe *BodyBudgetError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -76,11 +80,17 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Message: re.Message, Field: re.Field}}
 	case errors.As(err, &mbe):
 		return newAPIError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
-			"request body exceeds the %d-byte limit (inline code is limited separately; see GET /v1/info)", mbe.Limit)
+			"request body exceeds the %s limit of this route (the largest request: inline code %s, stdin %s, args and env_vars %s each; a batch body up to %s; see GET /v1/info). Put large data in a workspace file and pass its path",
+			engine.FormatBytes(mbe.Limit), engine.FormatBytes(engine.DefaultCodeLimit), engine.FormatBytes(engine.MaxStdinBytes), engine.FormatBytes(engine.MaxArgsBytes), engine.FormatBytes(executor.BatchWireLimit(engine.DefaultCodeLimit)))
+	case errors.As(err, &bbe):
+		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%s", bbe.Error())
 	case errors.As(err, &be):
 		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%s", be.Error())
 	}
 	if ae := jobErrorStatus(err); ae != nil {
+		return ae
+	}
+	if ae := scriptErrorStatus(err); ae != nil {
 		return ae
 	}
 	return newAPIError(http.StatusInternalServerError, CodeInternal, "%v", err)

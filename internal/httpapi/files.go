@@ -52,7 +52,7 @@ type uploadLimiter interface{ MaxUpload() int64 }
 
 func (s *Server) fileRoutes(handle func(pattern, name string, o routeOpts, h http.Handler)) {
 	handle("/v1/files", "files_list", routeOpts{}, methods{http.MethodGet: s.handleListFiles})
-	handle("/v1/files/{path...}", "files", routeOpts{}, methods{
+	handle("/v1/files/{path...}", "files", routeOpts{streamed: true}, methods{
 		http.MethodGet:    s.handleGetFile,
 		http.MethodPut:    s.handlePutFile,
 		http.MethodDelete: s.handleDeleteFile,

@@ -2,9 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -56,8 +53,9 @@ func fromEvent(e *ProgressEvent) executor.Progress {
 	return executor.Progress{ElapsedSeconds: e.ElapsedSeconds, StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes, Done: e.Done, Total: e.Total, Message: e.Message}
 }
 
-// decode reads one JSON object of at most limit bytes into v. strict
-// rejects unknown fields (a misspelt field is named, not ignored).
+// decode reads one JSON object of at most limit bytes into v, as a stream
+// (decode.go). strict rejects unknown fields (a misspelt field is named,
+// with the one probably meant, not ignored).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, strict bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -68,47 +66,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any, strict b
 	if r.ContentLength > limit {
 		return &http.MaxBytesError{Limit: limit}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	if strict {
-		dec.DisallowUnknownFields()
-	}
-	err := dec.Decode(v)
-	if err == nil {
-		// Exactly one value: trailing garbage is an error, not ignored.
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			var mbe *http.MaxBytesError
-			if errors.As(terr, &mbe) {
-				return mbe
-			}
-			return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the body must hold exactly one JSON object")
-		}
-		return nil
-	}
-	var (
-		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		ute *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &mbe):
-		return mbe
-	case errors.Is(err, io.EOF):
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the request body is empty; send a JSON object")
-	case errors.As(err, &se):
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON at byte %d: %v", se.Offset, se)
-	case errors.As(err, &ute):
-		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Field: jsonField(ute.Field),
-			Message: fmt.Sprintf("must be %s, got JSON %s", ute.Type, ute.Value)}}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "the JSON body ends early")
-	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
-		return &apiError{Status: http.StatusBadRequest, Detail: ErrorDetail{Code: CodeInvalidRequest, Field: f,
-			Message: fmt.Sprintf("unknown field %q (see GET /openapi.json)", f)}}
-	}
-	return newAPIError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: %v", err)
+	return decodeObject(http.MaxBytesReader(w, r.Body, limit), v, strict)
 }
 
 func wantsNDJSON(r *http.Request) bool {
@@ -218,12 +176,13 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.SyncBudget < 0 {
-		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "must be >= 0 seconds"})
+	budget, err := engine.Seconds("sync_budget", req.SyncBudget, 0, 0)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	if req.SyncBudget > 0 || req.KeepJob || (req.OutputBudget > 0 && s.jx != nil) {
-		s.runOrHandoff(w, r, req)
+	if budget > 0 || req.KeepJob || (req.OutputBudget > 0 && s.jx != nil) {
+		s.runOrHandoff(w, r, req, budget)
 		return
 	}
 	if wantsNDJSON(r) {
@@ -238,12 +197,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 
 // runOrHandoff is the smart-async run: the result within the budget, or
 // 202 with the job the run continues as.
-func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunRequest) {
+func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunRequest, budget time.Duration) {
 	if s.jx == nil {
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
 		return
 	}
-	opts := executor.SyncOptions{Budget: time.Duration(req.SyncBudget * float64(time.Second)), Label: req.JobLabel, Keep: req.KeepJob, OutputBudget: req.OutputBudget}
+	opts := executor.SyncOptions{Budget: budget, Label: req.JobLabel, Keep: req.KeepJob, OutputBudget: req.OutputBudget}
 	var st *stream[engine.Result]
 	var progress executor.ProgressFunc
 	if wantsNDJSON(r) {

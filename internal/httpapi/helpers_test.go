@@ -15,6 +15,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 const testVersion = "test"
@@ -78,6 +79,7 @@ func serve(t *testing.T, ex executor.Executor, mutate func(*httpapi.Options)) (*
 	if mutate != nil {
 		mutate(&opts)
 	}
+	opts.NoAuth = opts.Token == "" // tests of auth set a token
 	srv, err := httpapi.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +157,16 @@ func engineOf(ex executor.Executor) *engine.Engine {
 		return x.Engine()
 	}
 	panic("no engine")
+}
+
+// openStore opens a script store in a fresh dir, closed at the end of the
+// test.
+func openStore(t *testing.T) *scripts.Store {
+	t.Helper()
+	s, err := scripts.Open(t.TempDir(), scripts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

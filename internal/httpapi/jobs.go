@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -149,10 +150,6 @@ func (s *Server) handlePruneJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if req.MaxAgeHours < 0 {
-		writeError(w, &engine.RequestError{Field: "max_age_hours", Message: "must be >= 0"})
-		return
-	}
 	res, err := s.jx.Prune(r.Context(), jobs.PruneOptions{KeepCompleted: req.KeepCompleted, KeepFailed: req.KeepFailed, MaxAgeHours: req.MaxAgeHours})
 	s.reply(w, res, err)
 }
@@ -160,15 +157,15 @@ func (s *Server) handlePruneJobs(w http.ResponseWriter, r *http.Request) {
 // cursorParams reads stdout_offset, stderr_offset, max_bytes and wait.
 func cursorParams(q url.Values) (jobs.Cursor, error) {
 	var c jobs.Cursor
-	so, err := intParam(q, "stdout_offset")
+	so, err := int64Param(q, "stdout_offset")
 	if err != nil {
 		return c, err
 	}
-	se, err := intParam(q, "stderr_offset")
+	se, err := int64Param(q, "stderr_offset")
 	if err != nil {
 		return c, err
 	}
-	c.StdoutOffset, c.StderrOffset = int64(so), int64(se)
+	c.StdoutOffset, c.StderrOffset = so, se
 	if c.MaxBytes, err = intParam(q, "max_bytes"); err != nil {
 		return c, err
 	}
@@ -176,7 +173,7 @@ func cursorParams(q url.Values) (jobs.Cursor, error) {
 	if err != nil {
 		return c, err
 	}
-	c.Wait = min(time.Duration(wait*float64(time.Second)), MaxOutputWait)
+	c.Wait = engine.SecondsUpTo(wait, MaxOutputWait)
 	return c, nil
 }
 
@@ -345,26 +342,35 @@ func (s *Server) handleJobEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func intParam(q url.Values, name string) (int, error) {
+// int64Param reads a non-negative integer query parameter (values past
+// int64 are an error, never a wrap).
+func int64Param(q url.Values, name string) (int64, error) {
 	v := q.Get(name)
 	if v == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(v)
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, &engine.RequestError{Field: name, Message: fmt.Sprintf("must be a non-negative integer, got %q", v)}
+		return 0, &engine.RequestError{Field: name, Message: fmt.Sprintf("must be an integer from 0 to %d, got %q", int64(math.MaxInt64), v)}
 	}
 	return n, nil
 }
 
+func intParam(q url.Values, name string) (int, error) {
+	n, err := int64Param(q, name)
+	return int(n), err
+}
+
+// floatParam reads a number of seconds: finite and >= 0 (strconv accepts
+// "NaN" and "Inf", which are refused here).
 func floatParam(q url.Values, name string) (float64, error) {
 	v := q.Get(name)
 	if v == "" {
 		return 0, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 {
-		return 0, &engine.RequestError{Field: name, Message: fmt.Sprintf("must be a non-negative number of seconds, got %q", v)}
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0, &engine.RequestError{Field: name, Message: fmt.Sprintf("must be a finite number of seconds >= 0, got %q", v)}
 	}
 	return f, nil
 }
@@ -411,9 +417,11 @@ func (x *admittedJobs) RunOrHandoff(ctx context.Context, req engine.Request, opt
 	switch {
 	case o.Result != nil:
 		x.a.observe(*o.Result, err, time.Since(start))
+		x.a.runs.Add(routeOf(ctx), start, req, *o.Result, err)
 	case err != nil:
 		x.a.observe(engine.Result{}, err, time.Since(start))
-	default:
+		x.a.runs.Add(routeOf(ctx), start, req, engine.Result{}, err)
+	default: // the run goes on as a job: the audit page lists it with the jobs
 		x.a.m.runs.WithLabelValues(outcomeHandoff).Inc()
 	}
 	return o, err
@@ -436,6 +444,14 @@ func jobErrorStatus(err error) *apiError {
 		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%v", err)
 	case errors.Is(err, jobs.ErrClosed):
 		return newAPIError(http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+	case errors.Is(err, jobs.ErrForeign):
+		return newAPIError(http.StatusConflict, CodeConflict, "%v", err)
+	case jobs.IsStorageFull(err):
+		msg := err.Error()
+		if !errors.Is(err, jobs.ErrStateFull) {
+			msg = "the server's state dir is full: " + msg + "; free space there, or remove finished jobs (POST /v1/jobs/prune)"
+		}
+		return newAPIError(http.StatusInsufficientStorage, CodeStorageFull, "%s", msg)
 	}
 	return nil
 }

@@ -1,10 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
@@ -48,14 +54,22 @@ func (s *Server) mcpHandler() http.Handler {
 		}
 		stateful.ServeHTTP(w, r)
 	}), s.batchBodyLimit)
-	if s.opts.Router == nil {
-		return local
+	routed := local
+	if s.opts.Router != nil {
+		routed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && s.opts.Router.Forward(w, r, sid, sessionGone) {
+				return // another replica's session
+			}
+			local.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && s.opts.Router.Forward(w, r, sid, sessionGone) {
-			return // another replica's session
+		if r.Method == http.MethodPost {
+			ew := &rpcErrorWriter{ResponseWriter: w, limit: s.batchBodyLimit}
+			defer ew.finish()
+			w = ew
 		}
-		local.ServeHTTP(w, r)
+		routed.ServeHTTP(w, r)
 	})
 }
 
@@ -66,6 +80,69 @@ const NodeHeader = "X-Pyexec-Node"
 // which the protocol has the client initialize a new session.
 func sessionGone(w http.ResponseWriter) {
 	http.Error(w, "session not found: the replica that created this MCP session is gone; initialize a new session", http.StatusNotFound)
+}
+
+// rpcErrorWriter turns the SDK's plain-text answers to a body it cannot
+// use (400 "malformed payload: ...", 413 "request body exceeds N bytes")
+// into JSON-RPC error responses, as the stdio transport answers the same
+// frames: -32700 for what is not JSON, -32600 for an invalid message or one
+// over the size limit, with the limit named. Other responses pass through.
+type rpcErrorWriter struct {
+	http.ResponseWriter
+	limit   int64
+	status  int
+	capture bool
+	text    bytes.Buffer
+}
+
+func (w *rpcErrorWriter) WriteHeader(code int) {
+	if (code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge) && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.capture, w.status = true, code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *rpcErrorWriter) Write(p []byte) (int, error) {
+	if w.capture {
+		if w.text.Len() < 4096 {
+			w.text.Write(p)
+		}
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *rpcErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *rpcErrorWriter) finish() {
+	if !w.capture {
+		return
+	}
+	msg := strings.TrimSpace(w.text.String())
+	code := int64(jsonrpc.CodeInvalidRequest)
+	switch {
+	case w.status == http.StatusRequestEntityTooLarge:
+		msg = fmt.Sprintf("Request too large: the largest request this server reads is %s (inline code %s, stdin %s, args and env_vars %s each). Put large data in a workspace file and pass its path",
+			engine.FormatBytes(w.limit), engine.FormatBytes(engine.DefaultCodeLimit), engine.FormatBytes(engine.MaxStdinBytes), engine.FormatBytes(engine.MaxArgsBytes))
+	case strings.Contains(msg, "invalid character") || strings.Contains(msg, "unexpected end of JSON"):
+		code = jsonrpc.CodeParseError
+		msg = "Parse error: the body is not valid JSON (" + msg + ")"
+	default:
+		msg = "Invalid request: " + msg
+	}
+	h := w.Header()
+	h.Del("X-Content-Type-Options")
+	h.Set("Content-Type", "application/json")
+	w.ResponseWriter.WriteHeader(w.status)
+	_ = json.NewEncoder(w.ResponseWriter).Encode(wireError{JSONRPC: "2.0", ID: nil, Error: &jsonrpc.Error{Code: code, Message: msg}})
+}
+
+// wireError is a JSON-RPC error response whose request id is unknown.
+type wireError struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      any            `json:"id"`
+	Error   *jsonrpc.Error `json:"error"`
 }
 
 // closeMCPSessions ends every MCP session (used at shutdown, after running

@@ -164,6 +164,44 @@ func suite(workspace string) []toolCase {
 					t.Fatalf("structured %v", s)
 				}
 			}},
+		// Scripts live on the executing side: a local store, or the
+		// execution server's (never the front end's).
+		{name: "save script", tool: "save_script", args: map[string]any{"name": "greet", "code": "import sys\nprint('hi', sys.argv[1:])", "dependencies": []string{}, "overwrite": true},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["name"] != "greet" || !strings.HasSuffix(s["path"].(string), "/scripts/greet.py") {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "save script again", tool: "save_script", args: map[string]any{"name": "greet", "code": "print(2)"},
+			check: wantToolError(`name: a script named "greet" already exists; pass overwrite: true`)},
+		{name: "save script bad name", tool: "save_script", args: map[string]any{"name": "../x", "code": "print(2)"},
+			check: wantToolError("name:")},
+		{name: "list scripts", tool: "list_scripts", args: map[string]any{},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["count"] != 1.0 || s["scripts"].([]any)[0].(map[string]any)["name"] != "greet" {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "view script", tool: "view_script", args: map[string]any{"name": "greet"},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if !strings.Contains(s["source"].(string), "print('hi', sys.argv[1:])") {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "view unknown script", tool: "view_script", args: map[string]any{"name": "nope"},
+			check: wantToolError(`name: no script "nope" among the saved scripts`)},
+		{name: "run saved script", tool: "run_python", args: map[string]any{"script_name": "greet", "args": []string{"x"}},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["stdout"] != "hi ['x']\n" {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "run unknown saved script", tool: "run_python", args: map[string]any{"script_name": "nope"},
+			check: wantToolError("script_name:")},
 		{name: "server info", tool: "server_info", args: map[string]any{},
 			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
 				wantOK(t, r)
@@ -218,13 +256,25 @@ func connectInMemory(t *testing.T, ex executor.Executor, progressCount *atomic.I
 	return connectWith(t, ex, newClient(progressCount))
 }
 
+// connectWithScripts is connectInMemory with a script store behind the
+// scripts tools.
+func connectWithScripts(t *testing.T, ex executor.Executor, store executor.Scripts, progressCount *atomic.Int64) *mcp.ClientSession {
+	t.Helper()
+	return connectOpts(t, ex, newClient(progressCount), mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget, Scripts: store})
+}
+
 // suiteBudget is the smart-async budget of the suite's MCP servers: long
 // enough for every sync case, short enough for the handoff case.
 const suiteBudget = 3 * time.Second
 
 func connectWith(t *testing.T, ex executor.Executor, client *mcp.Client) *mcp.ClientSession {
 	t.Helper()
-	srv := mcpserver.New(ex, mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget})
+	return connectOpts(t, ex, client, mcpserver.Options{Version: testVersion, SyncBudget: suiteBudget})
+}
+
+func connectOpts(t *testing.T, ex executor.Executor, client *mcp.Client, opts mcpserver.Options) *mcp.ClientSession {
+	t.Helper()
+	srv := mcpserver.New(ex, opts)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(context.Background(), st, nil)
 	if err != nil {
@@ -241,7 +291,13 @@ func connectWith(t *testing.T, ex executor.Executor, client *mcp.Client) *mcp.Cl
 
 var (
 	secondsRe = regexp.MustCompile(`\d+\.\d+ s\b`)
-	volatile  = []string{"elapsed_seconds", "cpu_user_seconds", "cpu_system_seconds", "peak_rss_bytes", "peak_memory_bytes", "mod_time"}
+	volatile  = []string{"elapsed_seconds", "cpu_user_seconds", "cpu_system_seconds", "peak_rss_bytes", "peak_memory_bytes", "mod_time", "saved_at", "path"}
+	// storePathRe is where a script store keeps a saved script: a
+	// different temp dir for the local and the remote store.
+	storePathRe = regexp.MustCompile("`/[^`]*/scripts/")
+	savedAtRe   = regexp.MustCompile(`"saved_at": "[^"]*"`)
+	// The [TIMEOUT] line says how long the run took before it was killed.
+	killedAfterRe = regexp.MustCompile(`killed after \d+\.\ds`)
 )
 
 // normalize drops what legitimately differs between two runs of the same
@@ -274,6 +330,10 @@ func normalize(r *mcp.CallToolResult, s map[string]any) (string, string) {
 			txt = string(b)
 		}
 	}
+	txt = storePathRe.ReplaceAllString(txt, "`STORE/scripts/")
+	txt = killedAfterRe.ReplaceAllString(txt, "killed after Ns")
+	data = killedAfterRe.ReplaceAll(data, []byte("killed after Ns"))
+	txt = savedAtRe.ReplaceAllString(txt, `"saved_at": "T"`)
 	return secondsRe.ReplaceAllString(txt, "N s"), string(data)
 }
 
@@ -283,7 +343,12 @@ func normalize(r *mcp.CallToolResult, s map[string]any) (string, string) {
 func TestMCPSuiteLocalAndRemote(t *testing.T) {
 	f := newFixture(t)
 	local := withJobs(t, f.local(t, nil))
-	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
+	localStore, serverStore := openStore(t), openStore(t)
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) {
+		o.Token = "tok"
+		o.SyncBudget = suiteBudget
+		o.Scripts = serverStore
+	})
 	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -294,8 +359,8 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 		cs   *mcp.ClientSession
 		pc   *atomic.Int64
 	}{
-		{"local", connectInMemory(t, local, &lp), &lp},
-		{"remote", connectInMemory(t, remote, &rp), &rp},
+		{"local", connectWithScripts(t, local, executor.LocalScripts{Store: localStore}, &lp), &lp},
+		{"remote", connectWithScripts(t, remote, remote, &rp), &rp},
 	}
 	// The same through a balancer in front of replicas on PostgreSQL, when
 	// there is one to run on.
@@ -314,19 +379,27 @@ func TestMCPSuiteLocalAndRemote(t *testing.T) {
 	}
 	for _, tc := range suite(f.workspace) {
 		t.Run(tc.name, func(t *testing.T) {
-			var texts, structs []string
+			var names, texts, structs []string
 			for _, e := range executors {
-				t.Run(e.name, func(t *testing.T) {
+				// Saved scripts live in one replica's state dir, which a
+				// replica set does not share: not a replica-set case.
+				if e.name == "replicas" && scriptCase(tc) {
+					continue
+				}
+				ok := t.Run(e.name, func(t *testing.T) {
 					r, s := callTool(t, e.cs, tc, e.pc)
 					tc.check(t, r, s)
 					tx, st := normalize(r, s)
 					texts, structs = append(texts, tx), append(structs, st)
 				})
+				if ok {
+					names = append(names, e.name)
+				}
 			}
-			for i := 1; i < len(texts) && len(texts) == len(executors); i++ {
+			for i := 1; i < len(texts) && len(texts) == len(names); i++ {
 				if texts[0] != texts[i] || structs[0] != structs[i] {
 					t.Errorf("local and %s differ:\nlocal  text %q\n%s text %q\nlocal  structured %s\n%s structured %s",
-						executors[i].name, texts[0], executors[i].name, texts[i], structs[0], executors[i].name, structs[i])
+						names[i], texts[0], names[i], texts[i], structs[0], names[i], structs[i])
 				}
 			}
 		})
@@ -359,19 +432,24 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // one (and 2025-06-18), progress notifications included.
 func TestMCPOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget })
-	testMCPOverHTTP(t, f, ts.URL)
+	ts, _ := serve(t, withJobs(t, f.local(t, nil)), func(o *httpapi.Options) {
+		o.Token = "tok"
+		o.SyncBudget = suiteBudget
+		o.Scripts = openStore(t)
+	})
+	testMCPOverHTTP(t, f, ts.URL, true)
 }
 
 // TestMCPOverHTTPOnReplicas is TestMCPOverHTTP through a balancer in front
 // of replicas on PostgreSQL: session requests are forwarded to the replica
-// that created the session.
+// that created the session. (Saved scripts live in one replica's state dir,
+// which a replica set does not share: the scripts cases are left out.)
 func TestMCPOverHTTPOnReplicas(t *testing.T) {
 	f := newFixture(t)
-	testMCPOverHTTP(t, f, replicaSet(t, f, 3, func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget }))
+	testMCPOverHTTP(t, f, replicaSet(t, f, 3, func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = suiteBudget }), false)
 }
 
-func testMCPOverHTTP(t *testing.T, f fixture, base string) {
+func testMCPOverHTTP(t *testing.T, f fixture, base string, scripts bool) {
 	hc := &http.Client{Transport: bearer{"tok", http.DefaultTransport}}
 	for _, version := range []string{"", "2025-11-25", "2025-06-18"} {
 		name := version
@@ -400,6 +478,9 @@ func testMCPOverHTTP(t *testing.T, f fixture, base string) {
 				if tc.name == "timeout" || tc.name == "batch too large" {
 					continue // covered above; keep this matrix quick
 				}
+				if !scripts && scriptCase(tc) {
+					continue
+				}
 				t.Run(tc.name, func(t *testing.T) {
 					r, s := callTool(t, cs, tc, &pc)
 					tc.check(t, r, s)
@@ -413,4 +494,9 @@ func testMCPOverHTTP(t *testing.T, f fixture, base string) {
 	if err == nil {
 		t.Fatal("connected to /mcp without the token")
 	}
+}
+
+// scriptCase reports whether a suite case uses saved scripts.
+func scriptCase(tc toolCase) bool {
+	return strings.HasSuffix(tc.tool, "_script") || strings.HasSuffix(tc.tool, "_scripts") || tc.args["script_name"] != nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/ui"
 )
 
 // metrics are the server's Prometheus series, on a registry of its own (no
@@ -40,6 +41,14 @@ const (
 	outcomeHandoff  = "handoff"  // a smart-async run outlived its budget and became a job
 )
 
+// Histogram buckets, in seconds: round numbers (1-2.5-5 steps) a person
+// reads at a glance in le="..." labels, from a warm run (a few ms) to the
+// longest sync run (--max-timeout, 600 s by default).
+var (
+	runBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	httpBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+)
+
 func newMetrics(version string, envBuilds func() int64) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
@@ -51,7 +60,7 @@ func newMetrics(version string, envBuilds func() int64) *metrics {
 		runDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pyexec_run_duration_seconds",
 			Help:    "Wall time of runs that started (validation to result), in seconds.",
-			Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 18),
+			Buckets: runBuckets,
 		}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pyexec_runs_in_flight",
@@ -64,7 +73,7 @@ func newMetrics(version string, envBuilds func() int64) *metrics {
 		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pyexec_http_request_duration_seconds",
 			Help:    "HTTP request latency by route, in seconds.",
-			Buckets: prometheus.ExponentialBucketsRange(0.0005, 600, 20),
+			Buckets: httpBuckets,
 		}, []string{"route"}),
 		jobsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pyexec_jobs_started_total",
@@ -125,6 +134,7 @@ func outcomeOf(res engine.Result, err error) string {
 type admitted struct {
 	executor.Executor
 	m     *metrics
+	runs  *ui.RunLog // what the audit page lists (nil: nothing recorded)
 	limit int64
 	n     atomic.Int64
 }
@@ -156,6 +166,7 @@ func (a *admitted) Run(ctx context.Context, req engine.Request, progress executo
 	start := time.Now()
 	res, err := a.Executor.Run(ctx, req, progress)
 	a.observe(res, err, time.Since(start))
+	a.runs.Add(routeOf(ctx), start, req, res, err)
 	return res, err
 }
 
@@ -174,7 +185,9 @@ func (a *admitted) Batch(ctx context.Context, req executor.BatchRequest, progres
 		return executor.BatchResult{}, err
 	}
 	defer a.release(k)
+	start := time.Now()
 	out, err := a.Executor.Batch(ctx, req, progress)
+	a.recordBatch(ctx, start, req, out)
 	if err != nil {
 		a.m.runs.WithLabelValues(outcomeOf(engine.Result{}, err)).Inc()
 		return out, err

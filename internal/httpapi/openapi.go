@@ -11,6 +11,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/quality"
+	"github.com/pyexec/pyexec/internal/scripts"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
 
@@ -62,6 +63,11 @@ var componentSchemas = []schemaEntry{
 	{"ProfileStreamLine", forType[StreamLine[executor.ProfileResult]]()},
 	{"FileInfo", forType[workspace.FileInfo]()},
 	{"FileList", forType[executor.FileList]()},
+	{"SaveScriptRequest", forType[SaveScriptRequest]()},
+	{"ScriptEntry", forType[scripts.Entry]()},
+	{"ScriptList", forType[ScriptList]()},
+	{"Script", forType[scripts.Script]()},
+	{"AutosaveRequest", forType[AutosaveRequest]()},
 }
 
 var openAPIDoc = sync.OnceValues(buildOpenAPI)
@@ -133,9 +139,10 @@ func buildOpenAPI() ([]byte, error) {
 	}
 	runErrors := obj{
 		"400": errResp("The request was rejected before running; `field` names what to change."),
-		"413": errResp("The body exceeds the limit (the code limit plus headroom)."),
+		"413": errResp("The body exceeds the largest request (6 MiB; a batch 26 MiB)."),
 		"415": errResp("The body is not JSON."),
-		"429": errResp("Busy: too many runs in flight; retry after the Retry-After seconds."),
+		"429": errResp("Busy: too many runs in flight, or too many request bodies held (--max-body-memory); retry after the Retry-After seconds."),
+		"507": errResp("The server's state dir is full: free space there or prune jobs."),
 	}
 	paths := obj{
 		"/v1/run": obj{"post": obj{
@@ -341,6 +348,35 @@ func buildOpenAPI() ([]byte, error) {
 			},
 			"responses": common(obj{"200": resp("The entries.", "FileList"), "400": errResp("A bad dir, pattern or limit."), "404": errResp("No such directory.")}),
 		}},
+		"/v1/scripts": obj{
+			"post": obj{
+				"operationId": "saveScript",
+				"summary":     "Save a script by name in the server's script store (servers with a store), with a PEP 723 header for its dependencies.",
+				"requestBody": runBody("SaveScriptRequest"),
+				"responses":   common(obj{"201": resp("The saved script; Location names it.", "ScriptEntry"), "400": errResp("A bad name or field, or the name is taken (pass overwrite).")}),
+			},
+			"get": obj{
+				"operationId": "listScripts",
+				"summary":     "Saved scripts by name, then (include_autosaved) the autosaved inline runs, newest first.",
+				"parameters":  []any{query("include_autosaved", "boolean", "Also list autosaved inline runs.")},
+				"responses":   common(obj{"200": resp("The scripts.", "ScriptList")}),
+			},
+		},
+		"/v1/scripts/{name}": obj{"get": obj{
+			"operationId": "viewScript",
+			"summary":     "A script's source and JSON sidecar.",
+			"parameters": []any{
+				obj{"name": "name", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The script's name."},
+				query("autosaved", "boolean", "Look among autosaved runs instead of saved scripts."),
+			},
+			"responses": common(obj{"200": resp("The script.", "Script"), "400": errResp("A bad or unknown name.")}),
+		}},
+		"/v1/autosaves": obj{"post": obj{
+			"operationId": "autosave",
+			"summary":     "Keep the code of an inline run (what an MCP front end of this server sends); written in the background, dropped when the writer is behind.",
+			"requestBody": runBody("AutosaveRequest"),
+			"responses":   common(obj{"202": obj{"description": "Queued; name is the autosaved entry's name (empty when it was dropped).", "content": obj{"application/json": obj{"schema": obj{"type": "object"}}}}}),
+		}},
 		"/mcp": obj{"post": obj{
 			"operationId": "mcp",
 			"summary":     "MCP over Streamable HTTP (JSON-RPC; see the MCP specification). Stateless 2026-07-28 requests and session-based 2025-06-18/2025-11-25 clients are both served.",
@@ -361,7 +397,7 @@ func buildOpenAPI() ([]byte, error) {
 		"components": obj{
 			"schemas": schemas,
 			"securitySchemes": obj{
-				"bearer": obj{"type": "http", "scheme": "bearer", "description": "The server's --token (PYEXEC_TOKEN). Servers started without a token accept any request."},
+				"bearer": obj{"type": "http", "scheme": "bearer", "description": "The server's token: from --token-file or PYEXEC_TOKEN, else generated into STATE-DIR/server-token. Only a server started with --insecure-no-auth accepts requests without it."},
 			},
 		},
 		"security": []any{obj{"bearer": []any{}}},

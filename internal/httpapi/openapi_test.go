@@ -110,7 +110,7 @@ func TestOpenAPIMatchesRealResponses(t *testing.T) {
 		{"POST", "/v1/run", engine.Request{Code: "print('hi')"}, nil, "200"},
 		{"POST", "/v1/run", engine.Request{Code: "import sys; sys.exit(4)"}, nil, "200"},
 		{"POST", "/v1/run", engine.Request{}, nil, "400"},
-		{"POST", "/v1/run", `{"code": "` + strings.Repeat("x", 3<<20) + `"}`, nil, "413"},
+		{"POST", "/v1/run", `{"code": "` + strings.Repeat("x", 7<<20) + `"}`, nil, "413"},
 		{"POST", "/v1/run", "x", []string{"Content-Type", "text/plain"}, "415"},
 		{"POST", "/v1/batch", executor.BatchRequest{Requests: []engine.Request{{Code: "print(1)"}, {ScriptPath: "no.py"}}}, nil, "200"},
 		{"POST", "/v1/batch", executor.BatchRequest{}, nil, "400"},

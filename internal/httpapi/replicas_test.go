@@ -48,6 +48,7 @@ func replicaSet(t *testing.T, f fixture, n int, mutate func(*httpapi.Options)) s
 		if mutate != nil {
 			mutate(&opts)
 		}
+		opts.NoAuth = opts.Token == "" // tests of auth set a token
 		srv, err := httpapi.NewServer(opts)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -29,14 +30,13 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 	"github.com/pyexec/pyexec/internal/scripts"
+	"github.com/pyexec/pyexec/internal/ui"
+	"github.com/pyexec/pyexec/internal/uvenv"
 )
 
 // Defaults of the server options.
 const (
 	DefaultSessionTimeout = 30 * time.Minute
-	// bodyHeadroom is what a request may hold besides its inline code
-	// (args, stdin, env_vars, JSON escaping of the code).
-	bodyHeadroom = 1 << 20
 )
 
 // Options configure a Server.
@@ -44,9 +44,12 @@ type Options struct {
 	// Executor runs the requests (required): usually executor.Local.
 	Executor executor.Executor
 	Version  string
-	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
-	// route but /health.
-	Token  string
+	// Token is required as "Authorization: Bearer TOKEN" on every route but
+	// /health. NewServer refuses an empty token unless NoAuth is set: a
+	// server without credentials is a decision, never a default.
+	Token string
+	// NoAuth serves every route without a token (--insecure-no-auth).
+	NoAuth bool
 	Logger *slog.Logger
 	// CodeLimit is the executor's inline code limit; request body limits are
 	// derived from it (default engine.DefaultCodeLimit).
@@ -73,9 +76,17 @@ type Options struct {
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request headers (slow-loris protection; default 10 s).
 	ReadHeaderTimeout time.Duration
+	// Envs, when set, lists the cached dependency environments for the
+	// audit page (engine.Environments().List).
+	Envs func(context.Context) ([]uvenv.EnvInfo, error)
 	// ReadTimeout bounds reading a whole request, body included (default
 	// 2 minutes). It does not limit how long a run may take.
 	ReadTimeout time.Duration
+	// BodyBudget bounds the bytes of request bodies held at once (see
+	// bodyBudget); 0 means DefaultBodyBudget, negative no bound. It is never
+	// below the largest single body (a batch), which always fits on an
+	// idle server.
+	BodyBudget int64
 	// Router, when set, makes this server one replica of a set sharing a
 	// PostgreSQL store: MCP session ids name this replica, a request for
 	// another replica's session is forwarded there (404 when it is gone),
@@ -91,12 +102,15 @@ type Server struct {
 	ex      executor.Executor    // what every front end here calls (adm, or admittedJobs)
 	jx      executor.JobExecutor // ex when the executor runs background jobs, else nil
 	m       *metrics
+	runs    *ui.RunLog // recent sync runs, for the audit page
 	mcp     *mcp.Server
 	handler http.Handler
 
 	runBodyLimit   int64
 	batchBodyLimit int64
 	tokenSum       [32]byte
+
+	bodies *bodyBudget // nil: no bound
 
 	draining atomic.Bool
 	active   tracker
@@ -106,6 +120,16 @@ type Server struct {
 func NewServer(opts Options) (*Server, error) {
 	if opts.Executor == nil {
 		return nil, fmt.Errorf("httpapi: an executor is required")
+	}
+	switch {
+	case opts.Token == "" && !opts.NoAuth:
+		return nil, fmt.Errorf("httpapi: a token is required (or NoAuth, to answer everyone)")
+	case opts.Token != "" && opts.NoAuth:
+		return nil, fmt.Errorf("httpapi: a token and NoAuth contradict each other")
+	case opts.Token != "":
+		if err := CheckToken(opts.Token); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -125,19 +149,30 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds)}
-	s.adm = &admitted{Executor: opts.Executor, m: s.m, limit: int64(max(opts.MaxInFlight, 0))}
+	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds), runs: ui.NewRunLog(0)}
+	s.adm = &admitted{Executor: opts.Executor, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
 	s.ex = s.adm
 	if jx, ok := opts.Executor.(executor.JobExecutor); ok {
 		w := &admittedJobs{JobExecutor: jx, a: s.adm}
 		s.ex, s.jx = w, w
 		s.m.watchJobs(jx)
 	}
-	// JSON escaping can double code that is full of quotes and newlines.
-	s.runBodyLimit = int64(2*opts.CodeLimit + bodyHeadroom)
-	s.batchBodyLimit = int64(executor.MaxBatch*opts.CodeLimit + bodyHeadroom)
+	// The largest requests whose fields are within their limits (JSON
+	// escaping included); see engine.WireLimit.
+	s.runBodyLimit = engine.WireLimit(opts.CodeLimit)
+	s.batchBodyLimit = executor.BatchWireLimit(opts.CodeLimit)
+	switch {
+	case opts.BodyBudget == 0:
+		s.bodies = &bodyBudget{limit: max(DefaultBodyBudget, s.batchBodyLimit)}
+	case opts.BodyBudget > 0:
+		s.bodies = &bodyBudget{limit: max(opts.BodyBudget, s.batchBodyLimit)}
+	}
 	s.tokenSum = sha256.Sum256([]byte(opts.Token))
-	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: opts.Scripts, MaxResultChars: opts.MaxResultChars}
+	var store executor.Scripts // stays a nil interface without a store
+	if opts.Scripts != nil {
+		store = executor.LocalScripts{Store: opts.Scripts, Jobs: s.jx}
+	}
+	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store, MaxResultChars: opts.MaxResultChars}
 	if opts.Router != nil {
 		mopts.SessionID = opts.Router.NewID
 	}
@@ -154,9 +189,17 @@ func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
 type routeOpts struct {
 	public bool // no token needed (/health only)
+	// browser routes (the audit page) also accept the login cookie, and
+	// answer a request with neither token nor cookie with a login or a
+	// refusal page (ui.go).
+	browser bool
 	// untracked requests do not hold off graceful shutdown (MCP's
 	// standalone GET stream lives as long as its session).
 	untracked func(*http.Request) bool
+	// streamed bodies go straight to disk (file uploads, up to
+	// --max-upload): they hold no memory, so the body budget does not
+	// count them.
+	streamed bool
 }
 
 func (s *Server) routes() http.Handler {
@@ -178,6 +221,10 @@ func (s *Server) routes() http.Handler {
 	s.envRoutes(handle)     // envs.go
 	s.qualityRoutes(handle) // quality.go
 	s.fileRoutes(handle)    // files.go
+	s.uiRoutes(handle)
+	if s.opts.Scripts != nil {
+		s.scriptRoutes(handle) // scripts.go
+	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))
 	}))
@@ -243,22 +290,36 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			writeError(w, newAPIError(http.StatusForbidden, CodeForbidden, "%v", err))
 			return
 		}
-		if !o.public && !s.authorized(r) {
-			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" (the server's --token)"))
+		if !o.public && !s.authorized(r) && !(o.browser && s.browserAuthorized(r)) {
+			if o.browser && s.browserGate(w, r) {
+				return
+			}
+			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" with the server's token (`pyexec serve` prints where its token file is when it starts; `pyexec mcp --executor` with the same state dir finds it)"))
 			return
 		}
+		releaseBody := func() {}
+		var err error
+		if !o.streamed {
+			r, releaseBody, err = s.admitBody(w, r)
+		}
+		if err != nil {
+			w.Header().Set("Connection", "close") // the unread body goes with the connection
+			writeError(w, err)
+			return
+		}
+		defer releaseBody()
 		if o.untracked == nil || !o.untracked(r) {
 			s.active.add()
 			defer s.active.done()
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(withRoute(r.Context(), name)))
 	})
 }
 
 // authorized compares the bearer token in constant time (over fixed-size
 // digests, so not even the token's length leaks).
 func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
+	if s.opts.NoAuth {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,11 +16,11 @@ import (
 
 func TestRESTStatuses(t *testing.T) {
 	f := newFixture(t)
-	// A small code limit keeps the 413 case cheap: the body limit is twice
-	// the code limit plus 1 MiB of headroom.
+	// A body over the largest request (6 MiB: every field at its limit,
+	// JSON escaping included) is refused unread.
 	ex := f.local(t, func(c *engine.Config) { c.CodeLimit = 1000 })
 	ts, _ := serve(t, ex, nil)
-	huge := `{"code": "` + strings.Repeat("x", 2<<20) + `"}`
+	huge := `{"code": "` + strings.Repeat("x", 7<<20) + `"}`
 
 	cases := []struct {
 		name         string
@@ -35,6 +36,14 @@ func TestRESTStatuses(t *testing.T) {
 		{"escape", "POST", "/v1/run", engine.Request{ScriptPath: "../etc/passwd.py"}, nil, 400, "invalid_request", "script_path"},
 		{"code over limit", "POST", "/v1/run", engine.Request{Code: strings.Repeat("#", 1001)}, nil, 400, "invalid_request", "code"},
 		{"unknown field", "POST", "/v1/run", `{"cod": "print(1)"}`, nil, 400, "invalid_request", "cod"},
+		{"unknown field in a batch entry", "POST", "/v1/batch", `{"requests": [{"code": "1"}, {"code": "1", "timeout_seconds": 3}]}`, nil, 400, "invalid_request", "requests[1].timeout_seconds"},
+		{"wrong type in a batch entry", "POST", "/v1/batch", `{"requests": [{"code": "1", "timeout": "3"}]}`, nil, 400, "invalid_request", "requests[0].timeout"},
+		{"NUL in args", "POST", "/v1/run", `{"code": "1", "args": ["a\u0000b"]}`, nil, 400, "invalid_request", "args"},
+		{"NUL in an env name", "POST", "/v1/run", `{"code": "1", "env_vars": {"A\u0000": "x"}}`, nil, 400, "invalid_request", "env_vars"},
+		{"NUL in cwd", "POST", "/v1/run", `{"code": "1", "cwd": "a\u0000"}`, nil, 400, "invalid_request", "cwd"},
+		{"stdin over its limit", "POST", "/v1/run", engine.Request{Code: "1", Stdin: strings.Repeat("s", 1<<20+1)}, nil, 400, "invalid_request", "stdin"},
+		{"negative sync_budget", "POST", "/v1/run", `{"code": "1", "sync_budget": -1}`, nil, 400, "invalid_request", "sync_budget"},
+
 		{"wrong type", "POST", "/v1/run", `{"code": 5}`, nil, 400, "invalid_request", "code"},
 		{"empty body", "POST", "/v1/run", "", nil, 400, "invalid_request", ""},
 		{"bad json", "POST", "/v1/run", `{"code": `, nil, 400, "invalid_request", ""},
@@ -119,6 +128,16 @@ func TestRunResultAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// Histogram buckets are round numbers.
+	les := regexp.MustCompile(`le="([^"]+)"`).FindAllStringSubmatch(m, -1)
+	if len(les) < 10 {
+		t.Fatalf("few bucket labels: %d", len(les))
+	}
+	for _, le := range les {
+		if !regexp.MustCompile(`^(\+Inf|[0-9]+(\.[0-9]{1,4})?)$`).MatchString(le[1]) {
+			t.Errorf("bucket le=%q is not a round number", le[1])
 		}
 	}
 }

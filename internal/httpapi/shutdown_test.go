@@ -21,7 +21,7 @@ func startReal(t *testing.T, grace time.Duration) (url string, stop context.Canc
 	t.Helper()
 	f := newFixture(t)
 	ex := f.local(t, nil)
-	srv, err := httpapi.NewServer(httpapi.Options{Executor: ex, Version: testVersion, Workspace: f.workspace})
+	srv, err := httpapi.NewServer(httpapi.Options{Executor: ex, Version: testVersion, Workspace: f.workspace, NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestShutdownGraceCancelsRuns(t *testing.T) {
 // connection forever.
 func TestSlowHeadersAreCut(t *testing.T) {
 	f := newFixture(t)
-	srv, err := httpapi.NewServer(httpapi.Options{Executor: f.local(t, nil), ReadHeaderTimeout: 200 * time.Millisecond})
+	srv, err := httpapi.NewServer(httpapi.Options{Executor: f.local(t, nil), NoAuth: true, ReadHeaderTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestSlowHeadersAreCut(t *testing.T) {
 // arrives, never how long its run takes.
 func TestLongRunOutlivesReadTimeout(t *testing.T) {
 	f := newFixture(t)
-	srv, err := httpapi.NewServer(httpapi.Options{Executor: f.local(t, nil), ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+	srv, err := httpapi.NewServer(httpapi.Options{Executor: f.local(t, nil), NoAuth: true, ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

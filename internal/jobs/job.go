@@ -80,6 +80,10 @@ type RunInfo struct {
 	ExecutionStrategy string  `json:"execution_strategy,omitempty" jsonschema:"How the interpreter was chosen (system-python, venv, uv-env, uv-project)."`
 	PythonVersionUsed string  `json:"python_version_used,omitempty" jsonschema:"Version of the interpreter that ran the code."`
 	Executable        string  `json:"executable,omitempty" jsonschema:"Path of the interpreter that ran the code."`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes,omitempty" jsonschema:"Largest resident set size of any one process of the run (kernel rusage)."`
+	PeakMemoryBytes   int64   `json:"peak_memory_bytes,omitempty" jsonschema:"High-water mark of the run's cgroup, all its processes together; absent when the run had no cgroup."`
+	LimitExceeded     string  `json:"limit_exceeded,omitempty" jsonschema:"Which resource limit the run hit, if any: memory, cpu, processes or file_size."`
+	Sandbox           string  `json:"sandbox,omitempty" jsonschema:"Confinement the run had: policy, network and the user it ran as."`
 }
 
 // Job is one job's metadata. Output is not part of it: read it with

@@ -31,10 +31,11 @@ type liveJob struct {
 	lastSave        time.Time
 	result          *engine.Result // set when the RunFunc returned a result
 	runErr          error
+	forgotten       bool // an ephemeral job to delete once saved (guarded by Manager.mu; storage.go)
 
 	// A lazy job (spill.go) is not in the store until it must be kept.
 	lazy     lazyOptions
-	unsaved  bool // no database row yet (and logs in memory)
+	inMemory bool // no database row yet (and logs in memory)
 	kept     bool // a lazy job that was written out
 	finished bool // finishRun has recorded the end (a lazy job can no longer be kept)
 
@@ -63,17 +64,17 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 }
 
 // persist writes the newest state of the job to the store.
-func (lj *liveJob) persist() {
+func (lj *liveJob) persist() error {
 	lj.saveMu.Lock()
 	defer lj.saveMu.Unlock()
 	lj.mu.Lock()
-	unsaved := lj.unsaved
+	unsaved := lj.inMemory
 	lj.mu.Unlock()
 	if unsaved {
-		return // nothing on disk to update (spill.go)
+		return nil // nothing on disk to update (spill.go)
 	}
 	j := lj.snapshot(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := storageContext()
 	defer cancel()
 	err := lj.m.store.update(ctx, &j)
 	if lj.m.sh != nil {
@@ -81,7 +82,9 @@ func (lj *liveJob) persist() {
 	}
 	if err != nil {
 		lj.m.log.Error("saving job state", "job", j.ID, "status", j.Status, "err", err)
+		return err
 	}
+	return nil
 }
 
 // broadcastLocked wakes every long-poll waiting on this job. Callers hold lj.mu.
@@ -105,7 +108,7 @@ func (lj *liveJob) setProgress(p Progress) {
 	lj.mu.Unlock()
 	lj.m.hub.publish(ev)
 	if save {
-		lj.persist()
+		_ = lj.persist() // logged; the final state is saved (or kept) at the end
 	}
 }
 
@@ -138,7 +141,7 @@ func (o observer) Started(pid int) {
 	o.lj.job.PID = pid
 	o.lj.job.Phase = ""
 	o.lj.mu.Unlock()
-	o.lj.persist()
+	_ = o.lj.persist() // logged; the final state is saved (or kept) at the end
 }
 
 func (o observer) Output(s engine.Stream, p []byte) {

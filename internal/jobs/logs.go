@@ -11,7 +11,8 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultLogCap is the default per-job, per-stream cap of the output logs.
+// DefaultLogCap is the default budget of one job's output logs: stdout and
+// stderr together.
 const DefaultLogCap int64 = 64 << 20
 
 // Log file names inside a job's directory <state-dir>/jobs/<id>/.
@@ -26,27 +27,53 @@ type logState struct {
 	truncated bool
 }
 
+// logBudget is the byte budget one job's logs share. Why one budget for both
+// streams rather than a cap per file: what a job may put on disk is then one
+// number (64 MiB, not 64 per stream and counting). So that a flood on one
+// stream cannot silence the other (a traceback after a stdout flood), each
+// stream keeps a reserve of its own the other cannot take.
+type logBudget struct {
+	limit   int64
+	reserve int64    // per stream
+	used    [2]int64 // stdout, stderr
+}
+
+func newLogBudget(limit int64) *logBudget {
+	return &logBudget{limit: limit, reserve: min(1<<20, limit/8)}
+}
+
+// room is how many more bytes stream i may write.
+func (b *logBudget) room(i int) int64 {
+	other := b.used[1-i]
+	held := max(0, b.reserve-other) // what the other stream may still claim
+	return max(0, b.limit-b.used[0]-b.used[1]-held)
+}
+
 // logWriter appends one stream of a job to its log file. Why append-only
 // files rather than database rows: output can be large and arrives in many
 // small chunks; appending to a file costs one write(2) per chunk, cursors are
 // plain byte offsets, and readers never see a rewritten file.
 //
-// Past the cap the writer stops writing, appends a one-line note and keeps
-// counting what the script produced, so the job can still report the total.
-// Not safe for concurrent use: the owning job serialises calls.
+// Past the job's log budget the writer stops writing, appends a one-line
+// note and keeps counting what the script produced, so the job can still
+// report the total. A write error (a full state dir) stops the writer the
+// same way; the job then ends failed, saying so. Not safe for concurrent
+// use: the owning job serialises calls (and the two writers of one job share
+// its budget under the job's lock).
 type logWriter struct {
 	name      string // "stdout" or "stderr", for the note
+	index     int    // 0 stdout, 1 stderr: its slot in the budget
 	f         *os.File
 	mem       []byte // while f is nil: the log held in memory (see spill.go)
 	closed    bool   // the run has ended: nothing more is written
-	limit     int64
+	budget    *logBudget
 	written   int64 // bytes in the file
 	produced  int64 // bytes the script wrote, including dropped ones
 	truncated bool
 	err       error // first write error; later writes are dropped
 }
 
-func createLog(path, name string, limit int64) (*logWriter, error) {
+func createLog(path, name string, index int, budget *logBudget) (*logWriter, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create %s log: %w", name, err)
@@ -56,27 +83,30 @@ func createLog(path, name string, limit int64) (*logWriter, error) {
 		f.Close()
 		return nil, fmt.Errorf("create %s log: %w", name, err)
 	}
-	return &logWriter{name: name, f: f, limit: limit, written: st.Size()}, nil
+	budget.used[index] += st.Size()
+	return &logWriter{name: name, index: index, f: f, budget: budget, written: st.Size()}, nil
 }
 
-// write appends p (or as much as the cap allows). It reports whether the
+// write appends p (or as much as the budget allows). It reports whether the
 // file grew.
 func (w *logWriter) write(p []byte) bool {
 	w.produced += int64(len(p))
 	if w.truncated || w.err != nil || len(p) == 0 {
 		return false
 	}
-	room := w.limit - w.written
+	room := w.budget.room(w.index)
 	keep := p
 	if int64(len(keep)) > room {
-		keep = keep[:max(room, 0)]
+		keep = keep[:room]
 	}
 	if len(keep) > 0 && w.f == nil {
 		w.mem = append(w.mem, keep...)
 		w.written += int64(len(keep))
+		w.budget.used[w.index] += int64(len(keep))
 	} else if len(keep) > 0 {
 		n, err := w.f.Write(keep)
 		w.written += int64(n)
+		w.budget.used[w.index] += int64(n)
 		if err != nil {
 			w.err = fmt.Errorf("write %s log: %w", w.name, err)
 			return n > 0
@@ -84,7 +114,7 @@ func (w *logWriter) write(p []byte) bool {
 	}
 	if len(keep) < len(p) {
 		w.truncated = true
-		note := fmt.Sprintf("\n[pyexec: %s reached the job log cap of %s; further output was dropped]\n", w.name, formatBytes(w.limit))
+		note := fmt.Sprintf("\n[pyexec: the job's output reached its log budget of %s (stdout and stderr together); further %s was dropped]\n", formatBytes(w.budget.limit), w.name)
 		if w.f == nil {
 			w.mem = append(w.mem, note...)
 			w.written += int64(len(note))

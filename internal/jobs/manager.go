@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -47,8 +47,8 @@ func (o RunOptions) ProgressEnv(fd int) []string {
 	}
 	env := []string{fmt.Sprintf("%s=%d", ProgressFDEnv, fd)}
 	if st, err := o.ProgressPipe.Stat(); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			env = append(env, fmt.Sprintf("%s=%d", ProgressInodeEnv, sys.Ino))
+		if ino, ok := inode(st); ok {
+			env = append(env, fmt.Sprintf("%s=%d", ProgressInodeEnv, ino))
 		}
 	}
 	return env
@@ -77,7 +77,8 @@ type Config struct {
 	// JobTimeout limits each job: 0 means DefaultJobTimeout, negative means
 	// no limit. A request's own timeout, when set, is used if shorter.
 	JobTimeout time.Duration
-	// LogCap is the per-job cap of each output log; default DefaultLogCap.
+	// LogCap is the byte budget of one job's output logs, stdout and stderr
+	// together; default DefaultLogCap.
 	LogCap int64
 
 	// ProgressSaveInterval throttles progress writes to the database
@@ -137,6 +138,7 @@ type Manager struct {
 	mu      sync.Mutex
 	closed  bool
 	live    map[string]*liveJob // pending and running jobs
+	unsaved map[string]*liveJob // finished jobs whose final state the store refused (storage.go)
 	queue   []*liveJob          // pending jobs in arrival order
 	running int
 
@@ -201,6 +203,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		helperDir: filepath.Join(cfg.StateDir, "pylib"),
 		hub:       newHub(cfg.NotifyInterval),
 		live:      map[string]*liveJob{},
+		unsaved:   map[string]*liveJob{},
 	}
 	if err := m.recoverOrphans(ctx); err != nil {
 		st.close()
@@ -213,8 +216,9 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	m.baseCtx, m.stop = context.WithCancel(context.Background())
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.sweepOrphans()
+	go m.retryUnsaved()
 	return m, nil
 }
 
@@ -277,10 +281,9 @@ func (m *Manager) timeoutFor(req engine.Request) time.Duration {
 		limit = 0
 	}
 	if req.Timeout > 0 {
-		d := time.Duration(req.Timeout * float64(time.Second))
-		if limit == 0 || d < limit {
-			return d
-		}
+		// Capped before it is converted: 1e300 seconds is the job limit
+		// (or, with none, the longest Duration), never a wrapped value.
+		return engine.SecondsUpTo(req.Timeout, limit)
 	}
 	return limit
 }
@@ -345,8 +348,11 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 			ErrBusy, len(m.queue), m.running, m.cfg.MaxQueue, m.cfg.MaxConcurrent)
 	}
 	if lazy != nil {
-		lj.lazy, lj.unsaved = *lazy, true
+		lj.lazy, lj.inMemory = *lazy, true
 	} else if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
+		if IsStorageFull(err) {
+			return nil, m.stateFull("cannot record a new job", err)
+		}
 		return nil, fmt.Errorf("jobs: start: %w", err)
 	}
 	m.live[lj.job.ID] = lj
@@ -364,17 +370,22 @@ func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 	return m.store.get(ctx, id)
 }
 
+// lookup returns the in-memory state of a job: pending, running, or
+// finished but not saved yet.
 func (m *Manager) lookup(id string) *liveJob {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.live[id]
+	if lj := m.live[id]; lj != nil {
+		return lj
+	}
+	return m.unsaved[id]
 }
 
 // List returns jobs matching f, newest first, and the total before the limit.
 // Pending and running jobs show their live state (output sizes, progress).
 func (m *Manager) List(ctx context.Context, f Filter) (JobList, error) {
 	if f.Status != "" && !f.Status.Valid() {
-		return JobList{}, fmt.Errorf("unknown status %q: use pending, running, completed, failed or cancelled", f.Status)
+		return JobList{}, &engine.RequestError{Field: "status", Message: fmt.Sprintf("%q is not a job status; use pending, running, completed, failed or cancelled", f.Status)}
 	}
 	out, err := m.store.list(ctx, f)
 	if err != nil {
@@ -384,6 +395,19 @@ func (m *Manager) List(ctx context.Context, f Filter) (JobList, error) {
 		if lj := m.lookup(out.Jobs[i].ID); lj != nil {
 			out.Jobs[i] = lj.snapshot(f.IncludeRequest)
 		}
+	}
+	if f.Status != "" {
+		// A job finished but not saved yet is still "running" in the
+		// store: it is listed under its real status.
+		kept := out.Jobs[:0]
+		for _, j := range out.Jobs {
+			if j.Status == f.Status {
+				kept = append(kept, j)
+			} else {
+				out.Total--
+			}
+		}
+		out.Jobs = kept
 	}
 	return out, nil
 }
@@ -396,13 +420,17 @@ func (m *Manager) Cancel(ctx context.Context, id string) (Job, error) {
 	m.mu.Lock()
 	lj := m.live[id]
 	if lj == nil {
+		done := m.unsaved[id]
 		m.mu.Unlock()
+		if done != nil { // finished; its final state is only in memory
+			return done.snapshot(true), nil
+		}
 		if m.sh != nil {
 			return m.sh.cancelRemote(ctx, id)
 		}
 		j, err := m.store.get(ctx, id)
 		if err == nil && !j.Status.Terminal() {
-			return j, fmt.Errorf("job %s is %s in another pyexec process sharing this state dir; cancel it through that server", id, j.Status)
+			return j, fmt.Errorf("%w: job %s is %s in another pyexec process sharing this state dir; cancel it through that server", ErrForeign, id, j.Status)
 		}
 		return j, err
 	}
@@ -438,8 +466,8 @@ func (m *Manager) Cancel(ctx context.Context, id string) (Job, error) {
 // Prune removes finished jobs selected by opts, rows and log directories.
 // Pending and running jobs are never removed.
 func (m *Manager) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
-	if opts.MaxAgeHours < 0 {
-		return PruneResult{}, fmt.Errorf("max_age_hours must be >= 0, got %v", opts.MaxAgeHours)
+	if math.IsNaN(opts.MaxAgeHours) || math.IsInf(opts.MaxAgeHours, 0) || opts.MaxAgeHours < 0 {
+		return PruneResult{}, &engine.RequestError{Field: "max_age_hours", Message: fmt.Sprintf("must be a finite number of hours >= 0, got %v", opts.MaxAgeHours)}
 	}
 	ids, err := m.store.pruneCandidates(ctx, opts, time.Now())
 	if err != nil {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -350,5 +351,28 @@ func TestCloseFailsRunningAndPendingJobs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.StateDir, "pylib", "pyexec_progress.py")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJobTimeoutIsCappedNotWrapped: a request's timeout beyond the job
+// limit (1e300 seconds once wrapped to "no limit at all") gets the job
+// limit; with no job limit it gets the longest duration, never a negative.
+func TestJobTimeoutIsCappedNotWrapped(t *testing.T) {
+	for _, c := range []struct {
+		jobTimeout time.Duration
+		req        float64
+		want       float64
+	}{
+		{time.Hour, 1e300, 3600},
+		{time.Hour, 1e10, 3600},
+		{time.Hour, 5, 5},
+		{time.Hour, 0, 3600},
+		{-1, 1e300, (time.Duration(math.MaxInt64)).Seconds()},
+		{-1, 0, 0},
+	} {
+		m, _, _ := openTest(t, func(cfg *Config) { cfg.JobTimeout = c.jobTimeout; cfg.MaxConcurrent = 1 })
+		if got := m.timeoutFor(engine.Request{Code: "1", Timeout: c.req}).Seconds(); got != c.want {
+			t.Errorf("job limit %v, request %g: timeout %gs, want %gs", c.jobTimeout, c.req, got, c.want)
+		}
 	}
 }

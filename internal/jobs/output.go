@@ -19,6 +19,10 @@ const foreignPollInterval = 100 * time.Millisecond
 // Cursor.MaxBytes is unset.
 const DefaultChunkBytes = 256 << 10
 
+// MaxChunkBytes caps Cursor.MaxBytes: a reader asking for more gets this
+// much and the offsets to continue from.
+const MaxChunkBytes = 16 << 20
+
 // Cursor says where a reader is in a job's output and how long to wait for
 // more. Offsets are byte offsets into the stdout and stderr logs; pass back
 // the offsets of the previous Chunk to get only what is new.
@@ -104,12 +108,17 @@ func (m *Manager) outputState(ctx context.Context, id string) (outputState, erro
 // until output is appended, the job ends, Wait elapses or ctx is done; it is
 // woken by the writer (no polling).
 func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error) {
-	if c.StdoutOffset < 0 || c.StderrOffset < 0 {
-		return Chunk{}, fmt.Errorf("offsets must be >= 0 (stdout_offset %d, stderr_offset %d)", c.StdoutOffset, c.StderrOffset)
-	}
-	if c.MaxBytes <= 0 {
+	switch {
+	case c.StdoutOffset < 0:
+		return Chunk{}, &engine.RequestError{Field: "stdout_offset", Message: fmt.Sprintf("must be >= 0, got %d", c.StdoutOffset)}
+	case c.StderrOffset < 0:
+		return Chunk{}, &engine.RequestError{Field: "stderr_offset", Message: fmt.Sprintf("must be >= 0, got %d", c.StderrOffset)}
+	case c.MaxBytes < 0:
+		return Chunk{}, &engine.RequestError{Field: "max_bytes", Message: fmt.Sprintf("must be >= 0, got %d", c.MaxBytes)}
+	case c.MaxBytes == 0:
 		c.MaxBytes = DefaultChunkBytes
 	}
+	c.MaxBytes = min(c.MaxBytes, MaxChunkBytes)
 	var timer *time.Timer
 	if c.Wait > 0 {
 		timer = time.NewTimer(c.Wait)
@@ -126,6 +135,14 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 		ch := Chunk{JobID: id, Status: st.status, StdoutSize: st.stdout.size, StderrSize: st.stderr.size}
 		read := st.read
 		if read == nil {
+			// Local logs: an offset past what is written is the caller's
+			// mistake, named as such (not a read error).
+			if c.StdoutOffset > st.stdout.size {
+				return Chunk{}, &engine.RequestError{Field: "stdout_offset", Message: fmt.Sprintf("%d is past the end of the job's stdout (%d bytes so far); pass back a next_stdout_offset", c.StdoutOffset, st.stdout.size)}
+			}
+			if c.StderrOffset > st.stderr.size {
+				return Chunk{}, &engine.RequestError{Field: "stderr_offset", Message: fmt.Sprintf("%d is past the end of the job's stderr (%d bytes so far); pass back a next_stderr_offset", c.StderrOffset, st.stderr.size)}
+			}
 			read = func(s engine.Stream, off, end int64, max int, final bool) (string, int64, error) {
 				name := stdoutLogName
 				if s == engine.Stderr {

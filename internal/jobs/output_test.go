@@ -270,31 +270,34 @@ func TestSafeCut(t *testing.T) {
 	}
 }
 
-func TestPerStreamLogCap(t *testing.T) {
-	m, f, _ := openTest(t, func(c *Config) { c.LogCap = 10 })
+// TestJobLogBudget: one budget for a job's two logs, with a reserve per
+// stream, so a flood on stdout still leaves room for a traceback on stderr.
+func TestJobLogBudget(t *testing.T) {
+	m, f, _ := openTest(t, func(c *Config) { c.LogCap = 80 }) // reserve: 10 per stream
 	ctx := context.Background()
 	j, _ := m.Start(ctx, code("x"), "")
 	c := f.next(t)
-	c.stdout(t, "0123456")
-	c.stdout(t, "789abcdef")
+	c.stdout(t, strings.Repeat("o", 50))
+	c.stdout(t, strings.Repeat("p", 50))
 	c.stdout(t, "more")
-	c.stderr(t, "small")
+	c.stderr(t, "Traceback: 0123456789abcdef")
 	c.exit(t, 0)
 	done := waitDone(t, m, j.ID)
-	if !done.StdoutTruncated || done.StderrTruncated {
+	if !done.StdoutTruncated || !done.StderrTruncated {
 		t.Fatalf("truncation flags = %v/%v", done.StdoutTruncated, done.StderrTruncated)
 	}
-	if done.StdoutBytes != 20 || done.StderrBytes != 5 {
-		t.Fatalf("byte counts = %d/%d, want the totals the script wrote (20/5)", done.StdoutBytes, done.StderrBytes)
+	if done.StdoutBytes != 104 || done.StderrBytes != 27 {
+		t.Fatalf("byte counts = %d/%d, want the totals the script wrote (104/27)", done.StdoutBytes, done.StderrBytes)
 	}
 	ch, err := m.Output(ctx, j.ID, Cursor{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(ch.Stdout, "0123456789\n[pyexec: stdout reached the job log cap of 10 bytes") || strings.Contains(ch.Stdout, "more") {
-		t.Fatalf("capped stdout = %q", ch.Stdout)
+	note := "\n[pyexec: the job's output reached its log budget of 80 bytes (stdout and stderr together); further "
+	if want := strings.Repeat("o", 50) + strings.Repeat("p", 20) + note + "stdout was dropped]\n"; ch.Stdout != want {
+		t.Fatalf("capped stdout = %q, want %q", ch.Stdout, want)
 	}
-	if strings.Count(ch.Stdout, "[pyexec:") != 1 || ch.Stderr != "small" {
-		t.Fatalf("stdout %q stderr %q", ch.Stdout, ch.Stderr)
+	if want := "Traceback:" + note + "stderr was dropped]\n"; ch.Stderr != want {
+		t.Fatalf("stderr kept its reserve: %q, want %q", ch.Stderr, want)
 	}
 }

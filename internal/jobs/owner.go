@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -39,7 +38,7 @@ func takeOwnerLock(stateDir, owner string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: create owner lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockNow(f); err != nil {
 		f.Close()
 		os.Remove(path)
 		return nil, fmt.Errorf("jobs: lock %s: %w", path, err)
@@ -69,9 +68,9 @@ func ownerDead(stateDir, owner string) (bool, func(), error) {
 	if err != nil {
 		return false, nil, fmt.Errorf("open owner lock %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockNow(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, errLocked) {
 			return false, nil, nil // alive
 		}
 		return false, nil, fmt.Errorf("lock owner lock %s: %w", path, err)

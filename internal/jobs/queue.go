@@ -46,9 +46,10 @@ func (m *Manager) runJob(lj *liveJob) {
 
 	// A lazy job's logs start in memory; decided under lj.mu so that a
 	// keep racing with the start spills them rather than missing them.
+	budget := newLogBudget(m.cfg.LogCap)
 	lj.mu.Lock()
-	if lj.unsaved {
-		lj.stdout, lj.stderr = memoryLog("stdout", m.cfg.LogCap), memoryLog("stderr", m.cfg.LogCap)
+	if lj.inMemory {
+		lj.stdout, lj.stderr = memoryLog("stdout", 0, budget), memoryLog("stderr", 1, budget)
 	}
 	inMemory := lj.stdout != nil
 	lj.mu.Unlock()
@@ -58,10 +59,10 @@ func (m *Manager) runJob(lj *liveJob) {
 		dir := jobDir(m.cfg.StateDir, lj.job.ID)
 		setupErr = os.MkdirAll(dir, 0o700)
 		if setupErr == nil {
-			stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", m.cfg.LogCap)
+			stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", 0, budget)
 		}
 		if setupErr == nil {
-			stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", m.cfg.LogCap)
+			stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", 1, budget)
 		}
 	}
 
@@ -82,17 +83,19 @@ func (m *Manager) runJob(lj *liveJob) {
 		runErr error
 	)
 	switch {
+	case setupErr != nil && IsStorageFull(setupErr):
+		runErr = m.stateFull("cannot create the job's output logs", setupErr)
 	case setupErr != nil:
 		runErr = fmt.Errorf("prepare job logs: %w", setupErr)
 	case cancelled:
 		runErr = context.Canceled
 	}
 	if !skip {
-		lj.persist()
+		_ = lj.persist() // logged; the final state is saved (or kept) at the end
 		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusRunning})
 		if m.sh != nil {
 			lj.mu.Lock()
-			if !lj.unsaved && lj.flusher == nil { // a lazy job starts its flusher when kept
+			if !lj.inMemory && lj.flusher == nil { // a lazy job starts its flusher when kept
 				lj.flusher = m.sh.startFlusher(lj)
 			}
 			lj.mu.Unlock()
@@ -140,14 +143,16 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	j := &lj.job
 	now := time.Now().UTC()
 	j.FinishedAt = &now
-	if lj.unsaved && runErr == nil && lj.lazy.keep != nil && lj.lazy.keep(res) {
+	if lj.inMemory && runErr == nil && lj.lazy.keep != nil && lj.lazy.keep(res) {
 		lj.keepLocked(true)
 	}
 	lj.finished = true
+	var logErr error
 	for _, w := range []*logWriter{lj.stdout, lj.stderr} {
 		if w != nil {
 			if err := w.close(); err != nil {
 				m.log.Error("job log", "job", j.ID, "err", err)
+				logErr = errors.Join(logErr, err)
 			}
 		}
 	}
@@ -160,6 +165,10 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 			ExecutionStrategy: res.ExecutionStrategy,
 			PythonVersionUsed: res.PythonVersionUsed,
 			Executable:        res.Executable,
+			PeakRSSBytes:      res.PeakRSSBytes,
+			PeakMemoryBytes:   res.PeakMemoryBytes,
+			LimitExceeded:     res.LimitExceeded,
+			Sandbox:           res.Sandbox,
 		}
 		r := res
 		lj.result = &r
@@ -175,12 +184,32 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		j.Status, j.TimedOut = StatusFailed, true
 		j.Error = fmt.Sprintf("job exceeded its time limit of %s", lj.timeout)
+	case runErr != nil && IsStorageFull(runErr) && !errors.Is(runErr, ErrStateFull):
+		j.Status, j.Error = StatusFailed, m.stateFull("the run could not be prepared", runErr).Error()
 	case runErr != nil:
 		j.Status, j.Error = StatusFailed, runErr.Error()
 	case res.TimedOut || res.ExitCode != 0:
 		j.Status = StatusFailed
 	default:
 		j.Status = StatusCompleted
+	}
+	if logErr != nil {
+		// The output on disk stops where the filesystem filled up: the
+		// job's record is incomplete, and says so.
+		var outAt, errAt int64
+		if lj.stdout != nil {
+			outAt = lj.stdout.written
+		}
+		if lj.stderr != nil {
+			errAt = lj.stderr.written
+		}
+		what := fmt.Sprintf("output could not be saved past stdout byte %d, stderr byte %d (%v)", outAt, errAt, logErr)
+		if !IsStorageFull(logErr) {
+			what = fmt.Sprintf("writing the output logs failed (%v)", logErr)
+			j.Status, j.Error = StatusFailed, "output lost: "+what
+		} else {
+			markStorageLoss(j, what)
+		}
 	}
 	ev := Event{JobID: j.ID, Status: j.Status, Done: true}
 	lj.mu.Unlock()
@@ -203,11 +232,25 @@ func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
 // finalize persists a final state, then wakes waiters. The order matters:
 // once a job leaves the live map, readers go to the database, which must
 // already hold the final state.
+//
+// When the store refuses the final state (a full state dir), the job is
+// kept in memory as finished (failed, saying why) and saved later: it never
+// stays "running" in the eyes of readers.
 func (m *Manager) finalize(lj *liveJob, ev Event) {
 	if m.sh != nil {
 		m.sh.finishFlush(lj)
 	}
-	lj.persist()
+	if err := lj.persist(); err != nil && !errors.Is(err, ErrNotFound) { // a removed row has nothing to keep
+		lj.mu.Lock()
+		if IsStorageFull(err) {
+			markStorageLoss(&lj.job, "the job's final state could not be saved yet (kept in memory, saved again once there is room; lost if the server stops first)")
+		} else {
+			markStorageLoss(&lj.job, fmt.Sprintf("the job's final state could not be saved yet (%v)", err))
+		}
+		ev.Status = lj.job.Status
+		lj.mu.Unlock()
+		m.keepUnsaved(lj)
+	}
 	lj.mu.Lock()
 	lj.broadcastLocked()
 	lj.mu.Unlock()

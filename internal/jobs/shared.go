@@ -415,9 +415,9 @@ func (sh *shared) renew(ctx context.Context) {
 	held := make(map[string]*liveJob, len(m.live))
 	for id, lj := range m.live {
 		lj.mu.Lock()
-		unsaved := lj.unsaved // a lazy job has no row, so no lease (spill.go)
+		inMemory := lj.inMemory // a lazy job has no row, so no lease (spill.go)
 		lj.mu.Unlock()
-		if !unsaved {
+		if !inMemory {
 			held[id] = lj
 		}
 	}

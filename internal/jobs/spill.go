@@ -27,8 +27,8 @@ type lazyOptions struct {
 
 // memoryLog returns a log writer that holds its stream in memory until
 // spillTo moves it to a file.
-func memoryLog(name string, limit int64) *logWriter {
-	return &logWriter{name: name, limit: limit}
+func memoryLog(name string, index int, budget *logBudget) *logWriter {
+	return &logWriter{name: name, index: index, budget: budget}
 }
 
 // spillTo writes what the memory log holds to path and appends there from
@@ -60,7 +60,7 @@ var errFinished = errors.New("the run has finished")
 // finishRun itself asks (atEnd). Failing to keep it is logged; the run goes
 // on in memory.
 func (lj *liveJob) keepLocked(atEnd bool) error {
-	if !lj.unsaved {
+	if !lj.inMemory {
 		return nil
 	}
 	if lj.finished && !atEnd {
@@ -76,7 +76,7 @@ func (lj *liveJob) keepLocked(atEnd bool) error {
 		return err
 	}
 	// The row exists now: from here on the job is saved like any other.
-	lj.unsaved, lj.kept = false, true
+	lj.inMemory, lj.kept = false, true
 	dir := jobDir(m.cfg.StateDir, lj.job.ID)
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil && lj.stdout != nil {
@@ -112,7 +112,7 @@ func (lj *liveJob) keep() error {
 // spillIfOverLocked keeps a lazy job whose logs outgrew its spill size.
 // Callers hold lj.mu.
 func (lj *liveJob) spillIfOverLocked() {
-	if !lj.unsaved || lj.lazy.spillAt <= 0 || lj.stdout == nil || lj.stderr == nil {
+	if !lj.inMemory || lj.lazy.spillAt <= 0 || lj.stdout == nil || lj.stderr == nil {
 		return
 	}
 	if lj.stdout.written+lj.stderr.written > lj.lazy.spillAt {

@@ -378,7 +378,9 @@ func (s *store) pruneCandidates(ctx context.Context, opts PruneOptions, now time
 	q := `SELECT id FROM jobs WHERE status IN (` + strings.Join(statuses, ",") + `)`
 	var args []any
 	if opts.MaxAgeHours > 0 {
-		cutoff := now.Add(-time.Duration(opts.MaxAgeHours * float64(time.Hour)))
+		// Converted with a cap: max_age_hours 1e300 is "older than the
+		// longest Duration", not a wrapped (future) cutoff.
+		cutoff := now.Add(-engine.SecondsUpTo(opts.MaxAgeHours*3600, 0))
 		q += ` AND coalesce(finished_at, created_at) < ?`
 		args = append(args, nanos(cutoff))
 	}

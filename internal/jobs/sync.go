@@ -153,9 +153,9 @@ func (m *Manager) syncDone(lj *liveJob, ephemeral bool) (SyncOutcome, error) {
 	j := lj.snapshot(false)
 	lj.mu.Lock()
 	res, runErr := lj.result, lj.runErr
-	kept, unsaved := lj.kept, lj.unsaved
+	kept, inMemory := lj.kept, lj.inMemory
 	lj.mu.Unlock()
-	if ephemeral && !kept && !unsaved {
+	if ephemeral && !kept && !inMemory {
 		m.forget(j.ID)
 	}
 	if res == nil {
@@ -171,12 +171,21 @@ func (m *Manager) syncDone(lj *liveJob, ephemeral bool) (SyncOutcome, error) {
 func (lj *liveJob) wasWritten() bool {
 	lj.mu.Lock()
 	defer lj.mu.Unlock()
-	return !lj.unsaved
+	return !lj.inMemory
 }
 
 // forget removes a finished job's row and logs (best effort: a leftover is
 // only clutter that prune removes later).
 func (m *Manager) forget(id string) {
+	m.mu.Lock()
+	if lj := m.unsaved[id]; lj != nil {
+		// Its row still says running (the store refused the final state):
+		// saveUnsaved deletes it once the store takes writes again.
+		lj.forgotten = true
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := m.store.deleteFinished(ctx, []string{id}); err != nil {

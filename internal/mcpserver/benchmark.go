@@ -24,7 +24,7 @@ type BenchmarkPythonOutput struct {
 }
 
 func (t *tools) registerBenchmark(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "benchmark_python",
 		Title: "Benchmark Python code",
 		Description: "Run Python code (or a script) repeat times after warmup runs and report per-run wall time, CPU user/system time and peak memory " +
@@ -36,16 +36,16 @@ func (t *tools) registerBenchmark(srv *mcp.Server) {
 }
 
 func (t *tools) benchmarkPython(ctx context.Context, req *mcp.CallToolRequest, in BenchmarkPythonInput) (*mcp.CallToolResult, BenchmarkPythonOutput, error) {
-	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	inline, err := t.resolveScriptName(ctx, &in.Request, in.ScriptName)
 	if err != nil {
-		return nil, BenchmarkPythonOutput{}, err
+		return nil, BenchmarkPythonOutput{}, toolError(err)
 	}
 	if inline {
 		t.autosave("benchmark_python", in.Request, "")
 	}
 	res, err := executor.Benchmark(ctx, t.ex, in.BenchmarkRequest, progressTo(ctx, req))
 	if err != nil {
-		return nil, BenchmarkPythonOutput{}, err
+		return nil, BenchmarkPythonOutput{}, toolError(err)
 	}
 	out := BenchmarkPythonOutput{BenchmarkResult: res}
 	return render(in.Rendering, out, func() string { return renderBenchmark(res) }), out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +90,7 @@ type SeedJobEntry struct {
 // ListRunningJobsOutput wraps the seed's list (structured content must be
 // an object; FastMCP used the key result the same way).
 type ListRunningJobsOutput struct {
-	Result []SeedJobEntry `json:"result" jsonschema:"Recent jobs, newest first (at most 100)."`
+	Result []SeedJobEntry `json:"result" jsonschema:"Running and pending jobs, newest first (at most 100)."`
 }
 
 // GetJobOutputOutput is the seed's get_job_output payload.
@@ -155,32 +156,32 @@ func (t *tools) registerPyExecMCPJobsCompat(srv *mcp.Server) {
 		}
 		return &mcp.Tool{Name: name, Title: title + " (python-executor-mcp compatible)", Description: desc, Annotations: a}
 	}
-	mcp.AddTool(srv, add("run_script_in_dir_async", "Start a script in a directory as a job",
+	addTool(t, srv, add("run_script_in_dir_async", "Start a script in a directory as a job",
 		"Start an existing .py file or inline script_content in a workspace directory as a background job and return its job_id at once.", false), t.runScriptInDirAsync)
-	mcp.AddTool(srv, add("run_script_with_dependencies_async", "Start a script with dependencies as a job",
+	addTool(t, srv, add("run_script_with_dependencies_async", "Start a script with dependencies as a job",
 		"Start inline script_content or a script_path with explicit dependencies as a background job and return its job_id at once.", false), t.runScriptWithDepsAsync)
-	mcp.AddTool(srv, add("list_running_jobs", "List jobs",
-		"List recent background jobs with the seed's string fields (running, exit_code, pid, elapsed_seconds, ...).", true), t.listRunningJobs)
-	mcp.AddTool(srv, add("get_job_output", "Get a job's output",
+	addTool(t, srv, add("list_running_jobs", "List running jobs",
+		"List the background jobs that are running or pending (finished ones: py_list_jobs), with the seed's string fields (running, exit_code, pid, elapsed_seconds, ...).", true), t.listRunningJobs)
+	addTool(t, srv, add("get_job_output", "Get a job's output",
 		"A job's status (running or finished), output from the start, exit code and elapsed time. For only the new output use get_job with byte offsets.", true), t.getJobOutput)
 	killTool := add("kill_job", "Kill a job", "Stop a running job: its whole process tree is killed; its output is kept.", false)
 	killTool.Annotations = &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
-	mcp.AddTool(srv, killTool, t.killJob)
-	mcp.AddTool(srv, add("py_job_status", "Get a job's status",
+	addTool(t, srv, killTool, t.killJob)
+	addTool(t, srv, add("py_job_status", "Get a job's status",
 		"A job's status, progress reported by the script, timestamps, and its result once finished, as {\"job\": {...}}; incremental (default true) returns only output not returned before.", true), t.pyJobStatus)
-	mcp.AddTool(srv, add("py_list_jobs", "List jobs", "List jobs, newest first, optionally by status_filter; total counts all matches.", true), t.pyListJobs)
+	addTool(t, srv, add("py_list_jobs", "List jobs", "List jobs, newest first, optionally by status_filter; total counts all matches.", true), t.pyListJobs)
 	cancelTool := add("py_cancel_job", "Cancel a job", "Cancel a pending or running job (its process tree is killed; output kept).", false)
 	cancelTool.Annotations = &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
-	mcp.AddTool(srv, cancelTool, t.pyCancelJob)
+	addTool(t, srv, cancelTool, t.pyCancelJob)
 	pruneTool := add("py_prune_jobs", "Remove finished jobs", "Remove finished jobs older than max_age_hours (default 24) and their logs; completed and failed jobs are kept unless keep_completed / keep_failed is false. Returns how many were removed and remain.", false)
 	pruneTool.Annotations = &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
-	mcp.AddTool(srv, pruneTool, t.pyPruneJobsReal)
+	addTool(t, srv, pruneTool, t.pyPruneJobsReal)
 }
 
 func (t *tools) startSeedJob(ctx context.Context, tool string, r engine.Request, label string, rendering Rendering) (*mcp.CallToolResult, AsyncJobStartOutput, error) {
 	j, err := t.jobs.ex.Start(ctx, r, label)
 	if err != nil {
-		return nil, AsyncJobStartOutput{}, err
+		return nil, AsyncJobStartOutput{}, toolError(err)
 	}
 	t.autosave(tool, r, j.ID)
 	out := AsyncJobStartOutput{JobID: j.ID, Status: "started", JobStatus: string(j.Status), PythonVersionUsed: r.PythonVersion,
@@ -198,7 +199,7 @@ func (t *tools) runScriptInDirAsync(ctx context.Context, _ *mcp.CallToolRequest,
 	}
 	r := engine.Request{Args: in.Args, Cwd: in.Directory, PythonVersion: version, EnvVars: in.EnvVars, EnvFile: in.EnvFile}
 	if err := seedSource(&r, in.ScriptPath, in.ScriptContent); err != nil {
-		return nil, AsyncJobStartOutput{}, err
+		return nil, AsyncJobStartOutput{}, toolError(err)
 	}
 	if r.Cwd == "" {
 		return nil, AsyncJobStartOutput{}, errors.New("directory: give the directory to run in")
@@ -209,10 +210,10 @@ func (t *tools) runScriptInDirAsync(ctx context.Context, _ *mcp.CallToolRequest,
 func (t *tools) runScriptWithDepsAsync(ctx context.Context, _ *mcp.CallToolRequest, in RunWithDepsAsyncInput) (*mcp.CallToolResult, AsyncJobStartOutput, error) {
 	r := engine.Request{Args: in.Args, PythonVersion: in.PythonVersion, EnvVars: in.EnvVars, EnvFile: in.EnvFile}
 	if err := seedSource(&r, in.ScriptPath, in.ScriptContent); err != nil {
-		return nil, AsyncJobStartOutput{}, err
+		return nil, AsyncJobStartOutput{}, toolError(err)
 	}
 	if err := applyDependencies(&r, in.Dependencies); err != nil {
-		return nil, AsyncJobStartOutput{}, err
+		return nil, AsyncJobStartOutput{}, toolError(err)
 	}
 	return t.startSeedJob(ctx, "run_script_with_dependencies_async", r, in.JobLabel, in.Rendering)
 }
@@ -244,9 +245,18 @@ func seedElapsed(j jobs.Job) string {
 }
 
 func (t *tools) listRunningJobs(ctx context.Context, _ *mcp.CallToolRequest, in ListRunningJobsInput) (*mcp.CallToolResult, ListRunningJobsOutput, error) {
-	l, err := t.jobs.ex.Jobs(ctx, jobs.Filter{Limit: 100})
-	if err != nil {
-		return nil, ListRunningJobsOutput{}, err
+	// Running and pending jobs only, as the tool's name says (newest first).
+	var l jobs.JobList
+	for _, st := range []jobs.Status{jobs.StatusRunning, jobs.StatusPending} {
+		part, err := t.jobs.ex.Jobs(ctx, jobs.Filter{Status: st, Limit: 100})
+		if err != nil {
+			return nil, ListRunningJobsOutput{}, toolError(err)
+		}
+		l.Jobs = append(l.Jobs, part.Jobs...)
+	}
+	slices.SortStableFunc(l.Jobs, func(a, b jobs.Job) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	if len(l.Jobs) > 100 {
+		l.Jobs = l.Jobs[:100]
 	}
 	out := ListRunningJobsOutput{Result: []SeedJobEntry{}}
 	for _, j := range l.Jobs {
@@ -263,7 +273,11 @@ func (t *tools) listRunningJobs(ctx context.Context, _ *mcp.CallToolRequest, in 
 	}
 	return render(in.Rendering, out, func() string {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%d job(s), newest first:\n", len(l.Jobs))
+		if len(l.Jobs) == 0 {
+			b.WriteString("No job is running or pending. Finished jobs: list_jobs or py_list_jobs.\n")
+		} else {
+			fmt.Fprintf(&b, "%d running or pending job(s), newest first:\n", len(l.Jobs))
+		}
 		for _, j := range l.Jobs {
 			b.WriteString("- " + jobLine(j) + "\n")
 		}
@@ -284,7 +298,7 @@ func (t *tools) fullOutput(ctx context.Context, id string) (jobs.Chunk, bool, er
 func (t *tools) getJobOutput(ctx context.Context, _ *mcp.CallToolRequest, in JobIDOnlyInput) (*mcp.CallToolResult, GetJobOutputOutput, error) {
 	ch, truncated, err := t.fullOutput(ctx, in.JobID)
 	if err != nil {
-		return nil, GetJobOutputOutput{}, err
+		return nil, GetJobOutputOutput{}, toolError(err)
 	}
 	j, err := t.jobs.ex.Job(ctx, in.JobID)
 	if err != nil {
@@ -305,16 +319,12 @@ func (t *tools) getJobOutput(ctx context.Context, _ *mcp.CallToolRequest, in Job
 }
 
 func (t *tools) killJob(ctx context.Context, _ *mcp.CallToolRequest, in JobIDOnlyInput) (*mcp.CallToolResult, KillJobOutput, error) {
-	before, err := t.jobs.ex.Job(ctx, in.JobID)
+	j, stopped, err := cancelJob(ctx, t.jobs.ex, in.JobID)
 	if err != nil {
-		return nil, KillJobOutput{}, jobError(in.JobID, err)
-	}
-	j, err := t.jobs.ex.Cancel(ctx, in.JobID)
-	if err != nil {
-		return nil, KillJobOutput{}, jobError(in.JobID, err)
+		return nil, KillJobOutput{}, toolError(err)
 	}
 	out := KillJobOutput{JobID: j.ID, Status: string(j.Status), ExitCode: seedExit(j.ExitCode), JobStatus: string(j.Status)}
-	if !before.Status.Terminal() && j.Status == jobs.StatusCancelled {
+	if stopped {
 		out.Status = "killed"
 	}
 	return render(in.Rendering, out, func() string {

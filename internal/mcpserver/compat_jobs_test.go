@@ -43,7 +43,7 @@ func connectJobs(t *testing.T, budget time.Duration, toolsets string) (*mcp.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mcptest.Connect(t, New(lj, Options{Version: "test", SyncBudget: budget, Toolsets: sets, Scripts: store})), store
+	return mcptest.Connect(t, New(lj, Options{Version: "test", SyncBudget: budget, Toolsets: sets, Scripts: executor.LocalScripts{Store: store, Jobs: lj}})), store
 }
 
 func TestCompatJobToolsListedAndSnapshotted(t *testing.T) {
@@ -120,9 +120,8 @@ func TestCompatJobLifecycle(t *testing.T) {
 		t.Errorf("py_job_status = %v", out)
 	}
 	out, _, _ = mcptest.Call(t, cs, "list_running_jobs", nil)
-	list, _ := out["result"].([]any)
-	if len(list) != 1 || list[0].(map[string]any)["running"] != "False" || list[0].(map[string]any)["exit_code"] != "0" {
-		t.Errorf("list_running_jobs = %v", out)
+	if list, _ := out["result"].([]any); len(list) != 0 {
+		t.Errorf("list_running_jobs lists a finished job: %v", out)
 	}
 	rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "job-stream://" + id})
 	if err != nil || !strings.HasPrefix(rr.Contents[0].Text, "---STDOUT---\n0\n1\n2\n---STDERR---\n") {
@@ -143,9 +142,21 @@ func TestCompatJobLifecycle(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	out, _, _ = mcptest.Call(t, cs, "list_running_jobs", nil)
+	if list, _ := out["result"].([]any); len(list) != 1 || list[0].(map[string]any)["job_id"] != slow || list[0].(map[string]any)["running"] != "True" || list[0].(map[string]any)["exit_code"] != "None" {
+		t.Errorf("list_running_jobs while one runs: %v", out)
+	}
 	out, _, _ = mcptest.Call(t, cs, "kill_job", map[string]any{"job_id": slow})
 	if out["status"] != "killed" || out["job_status"] != "cancelled" {
 		t.Errorf("kill_job = %v", out)
+	}
+	// Killing it again changes nothing and says so.
+	out, _, _ = mcptest.Call(t, cs, "kill_job", map[string]any{"job_id": slow})
+	if out["status"] != "cancelled" {
+		t.Errorf("kill_job of a cancelled job = %v", out)
+	}
+	if _, text, _ := mcptest.Call(t, cs, "py_cancel_job", map[string]any{"job_id": slow}); !strings.Contains(text, "already **cancelled**") || strings.Contains(text, "killed") {
+		t.Errorf("py_cancel_job of a cancelled job: %q", text)
 	}
 	out, _, _ = mcptest.Call(t, cs, "py_cancel_job", map[string]any{"job_id": id})
 	if out["status"] != "completed" {

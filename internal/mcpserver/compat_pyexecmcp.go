@@ -83,20 +83,20 @@ type PyViewScriptInput struct {
 }
 
 func (t *tools) registerPyExecMCPCompat(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:         "run_script_in_dir",
 		Title:        "Run a script in a directory (python-executor-mcp compatible)",
 		Description:  "Run an existing .py file or inline script_content in a directory of the workspace and return stdout, stderr, exit_code, execution_strategy and elapsed_seconds.",
 		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 		OutputSchema: runPythonOutputSchema(),
 	}, t.runScriptInDir)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "run_script_with_dependencies",
 		Title:       "Run a script with dependencies (python-executor-mcp compatible)",
 		Description: "Run inline script_content or a script_path with explicit dependencies and a Python version; returns the run's output plus resolved_dependencies and python_version_used.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.runScriptWithDependencies)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "benchmark_script",
 		Title: "Benchmark a script (python-executor-mcp compatible)",
 		Description: "Run code or a script once and report wall_time_seconds, cpu_time_seconds and peak_rss_mb (exact, from the kernel; not sampled) with its output. " +
@@ -104,13 +104,13 @@ func (t *tools) registerPyExecMCPCompat(srv *mcp.Server) {
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.benchmarkScript)
 	if t.scripts != nil {
-		mcp.AddTool(srv, &mcp.Tool{
+		addTool(t, srv, &mcp.Tool{
 			Name:        "py_list_scripts",
 			Title:       "List saved scripts (python-executor-mcp compatible)",
 			Description: "List saved scripts; include_autosaved also lists the autosaved inline runs. Same as list_scripts.",
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		}, t.pyListScripts)
-		mcp.AddTool(srv, &mcp.Tool{
+		addTool(t, srv, &mcp.Tool{
 			Name:        "py_view_script",
 			Title:       "View a saved script (python-executor-mcp compatible)",
 			Description: "Show a saved script (or, with autosaved, an autosaved inline run with its metadata sidecar). Same as view_script.",
@@ -143,7 +143,7 @@ func (t *tools) runScriptInDir(ctx context.Context, req *mcp.CallToolRequest, in
 	}
 	r, err := t.seedRequest(ctx, in.SeedScriptFields, in.Directory, version)
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	return t.runSeed(ctx, req, "run_script_in_dir", r, in.SeedScriptFields, in.Rendering)
 }
@@ -167,7 +167,7 @@ func (t *tools) runSeed(ctx context.Context, req *mcp.CallToolRequest, tool stri
 	t.autosave(tool, r, "")
 	res, err := t.ex.Run(ctx, r, progressTo(ctx, req))
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := RunPythonOutput{Result: res}
 	return render(rendering, out, func() string { return renderResult(res) }), out, nil
@@ -176,14 +176,14 @@ func (t *tools) runSeed(ctx context.Context, req *mcp.CallToolRequest, tool stri
 func (t *tools) runScriptWithDependencies(ctx context.Context, req *mcp.CallToolRequest, in RunWithDepsInput) (*mcp.CallToolResult, RunWithDepsOutput, error) {
 	r, err := t.seedRequest(ctx, in.SeedScriptFields, "", in.PythonVersion)
 	if err != nil {
-		return nil, RunWithDepsOutput{}, err
+		return nil, RunWithDepsOutput{}, toolError(err)
 	}
 	if err := applyDependencies(&r, in.Dependencies); err != nil {
-		return nil, RunWithDepsOutput{}, err
+		return nil, RunWithDepsOutput{}, toolError(err)
 	}
 	res, run, err := t.runSeed(ctx, req, "run_script_with_dependencies", r, in.SeedScriptFields, in.Rendering)
 	if err != nil {
-		return nil, RunWithDepsOutput{}, err
+		return nil, RunWithDepsOutput{}, toolError(err)
 	}
 	out := RunWithDepsOutput{Result: run.Result, Handoff: run.Handoff, ResolvedDependencies: resolvedDependencies(run.Result)}
 	if !in.Rendering.markdown() {
@@ -198,17 +198,17 @@ func (t *tools) benchmarkScript(ctx context.Context, req *mcp.CallToolRequest, i
 	}
 	r, err := t.seedRequest(ctx, in.SeedScriptFields, "", in.PythonVersion)
 	if err != nil {
-		return nil, BenchmarkScriptOutput{}, err
+		return nil, BenchmarkScriptOutput{}, toolError(err)
 	}
 	if err := applyDependencies(&r, in.Dependencies); err != nil {
-		return nil, BenchmarkScriptOutput{}, err
+		return nil, BenchmarkScriptOutput{}, toolError(err)
 	}
 	t.autosave("benchmark_script", r, "")
 	// The seed measured one run; so does this adapter.
 	zero := 0
 	res, err := executor.Benchmark(ctx, t.ex, executor.BenchmarkRequest{Request: r, Repeat: 1, Warmup: &zero}, progressTo(ctx, req))
 	if err != nil {
-		return nil, BenchmarkScriptOutput{}, err
+		return nil, BenchmarkScriptOutput{}, toolError(err)
 	}
 	if in.SampleInterval != nil {
 		note := "sample_interval is ignored: peak RSS is the kernel's exact accounting of the run's process tree, not a sample"

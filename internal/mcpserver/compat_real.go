@@ -173,21 +173,21 @@ func (t *tools) registerPyExecMCPRealNames(srv *mcp.Server) {
 	}
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	destructive := &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}
-	mcp.AddTool(srv, add("py_run_script_in_dir", "Run a script in a directory",
+	addTool(t, srv, add("py_run_script_in_dir", "Run a script in a directory",
 		"Run an existing .py file or inline script_content in a workspace directory; returns stdout, stderr, exit_code, execution_strategy and elapsed_seconds, or a job descriptor when async_mode is set or the run outlives the sync budget.", nil), t.pyRunScriptInDir)
-	mcp.AddTool(srv, add("py_run_script_with_dependencies", "Run a script with dependencies",
+	addTool(t, srv, add("py_run_script_with_dependencies", "Run a script with dependencies",
 		"Run script_content or script_path with dependencies (plus, with auto_parse_imports, the packages its imports need) on python_version; returns the run's output plus resolved_dependencies and python_version_used.", nil), t.pyRunScriptWithDependencies)
-	mcp.AddTool(srv, add("py_benchmark_script", "Benchmark a script",
+	addTool(t, srv, add("py_benchmark_script", "Benchmark a script",
 		"Run code or a script once and report wall_time_seconds, cpu_time_seconds and peak_rss_mb (exact, from the kernel) with its output and resolved_dependencies.", nil), t.pyBenchmarkScript)
 	if t.jobs != nil {
-		mcp.AddTool(srv, add("py_list_running_jobs", "List jobs", "List recent background jobs with the seed's string fields (running, exit_code, pid, elapsed_seconds, ...).", ro), t.listRunningJobs)
-		mcp.AddTool(srv, add("py_get_job_output", "Get a job's output", "A job's status (running or finished), output from the start, exit code and elapsed time.", ro), t.getJobOutput)
-		mcp.AddTool(srv, add("py_kill_job", "Kill a job", "Stop a running job: its whole process tree is killed; its output is kept.", destructive), t.killJob)
-		mcp.AddTool(srv, add("py_cleanup_jobs", "Clean up jobs", "Remove finished jobs with their logs and (remove_inline) the autosaved code of removed jobs; returns the counts of what was removed.", destructive), t.pyCleanupJobs)
+		addTool(t, srv, add("py_list_running_jobs", "List running jobs", "List the background jobs that are running or pending (finished ones: py_list_jobs), with the seed's string fields (running, exit_code, pid, elapsed_seconds, ...).", ro), t.listRunningJobs)
+		addTool(t, srv, add("py_get_job_output", "Get a job's output", "A job's status (running or finished), output from the start, exit code and elapsed time.", ro), t.getJobOutput)
+		addTool(t, srv, add("py_kill_job", "Kill a job", "Stop a running job: its whole process tree is killed; its output is kept.", destructive), t.killJob)
+		addTool(t, srv, add("py_cleanup_jobs", "Clean up jobs", "Remove finished jobs with their logs and (remove_inline) the autosaved code of removed jobs; returns the counts of what was removed.", destructive), t.pyCleanupJobs)
 	}
 	if t.scripts != nil {
-		mcp.AddTool(srv, add("py_save_script", "Save a script", "Save source under script_name (with a PEP 723 header for dependencies / requires_python); an existing name is only replaced with overwrite.", &mcp.ToolAnnotations{IdempotentHint: true}), t.pySaveScript)
-		mcp.AddTool(srv, add("py_run_saved_script", "Run a saved script",
+		addTool(t, srv, add("py_save_script", "Save a script", "Save source under script_name (with a PEP 723 header for dependencies / requires_python); an existing name is only replaced with overwrite.", &mcp.ToolAnnotations{IdempotentHint: true}), t.pySaveScript)
+		addTool(t, srv, add("py_run_saved_script", "Run a saved script",
 			"Run a script saved with py_save_script; returns RunScriptResult, or a job descriptor with async_mode or after the sync budget.", nil), t.pyRunSavedScript)
 	}
 }
@@ -309,17 +309,25 @@ func (t *tools) pyCleanupJobs(ctx context.Context, _ *mcp.CallToolRequest, in Py
 }
 
 func (t *tools) pySaveScript(ctx context.Context, _ *mcp.CallToolRequest, in PySaveScriptInput) (*mcp.CallToolResult, PySaveScriptOutput, error) {
-	e, err := t.scripts.Save(scripts.SaveRequest{Name: in.ScriptName, Code: in.Source, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
+	e, err := t.scripts.SaveScript(ctx, scripts.SaveRequest{Name: in.ScriptName, Code: in.Source, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
 	if err != nil {
-		var fe *scripts.FieldError
-		if errors.As(err, &fe) {
-			field := map[string]string{"name": "script_name", "code": "source"}[fe.Field]
-			if field == "" {
-				field = fe.Field
+		// The store names its own fields; this tool's are script_name and
+		// source. (A remote store's rejection is a RequestError.)
+		rename := func(f string) string {
+			if n := map[string]string{"name": "script_name", "code": "source"}[f]; n != "" {
+				return n
 			}
-			return nil, PySaveScriptOutput{}, fmt.Errorf("%s: %w", field, fe.Err)
+			return f
 		}
-		return nil, PySaveScriptOutput{}, err
+		var fe *scripts.FieldError
+		var re *engine.RequestError
+		switch {
+		case errors.As(err, &fe):
+			return nil, PySaveScriptOutput{}, fmt.Errorf("%s: %w", rename(fe.Field), fe.Err)
+		case errors.As(err, &re) && re.Field != "":
+			return nil, PySaveScriptOutput{}, &engine.RequestError{Field: rename(re.Field), Message: re.Message}
+		}
+		return nil, PySaveScriptOutput{}, toolError(err)
 	}
 	out := PySaveScriptOutput{Written: "true", Path: e.Path, Message: "Script saved"}
 	return render(in.Rendering, out, func() string {
@@ -336,7 +344,7 @@ func (t *tools) pyRunSavedScript(ctx context.Context, req *mcp.CallToolRequest, 
 	if in.ScriptName == "" {
 		return nil, PyRunOutput{}, errors.New("script_name: give the name of a saved script (py_list_scripts shows them)")
 	}
-	if _, err := t.resolveScriptName(&r, in.ScriptName); err != nil {
+	if _, err := t.resolveScriptName(ctx, &r, in.ScriptName); err != nil {
 		return nil, PyRunOutput{}, err
 	}
 	timeout, err := t.seedTimeout(ctx, f.TimeoutSeconds)

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 // The python-executor-mcp roadmap (its README's section 13) named tools it
@@ -75,13 +73,13 @@ type RunScriptProfileInput struct {
 
 func (t *tools) registerRoadmapCompat(srv *mcp.Server) {
 	if t.jobs != nil {
-		mcp.AddTool(srv, &mcp.Tool{
+		addTool(t, srv, &mcp.Tool{
 			Name:        "job_cleanup",
 			Title:       "Remove finished jobs and their files (python-executor-mcp roadmap name)",
 			Description: "Remove finished jobs with their output logs and the autosaved code of jobs that are gone; keep_* and max_age_hours narrow it. Pending and running jobs are never removed.",
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true},
 		}, t.jobCleanup)
-		mcp.AddTool(srv, &mcp.Tool{
+		addTool(t, srv, &mcp.Tool{
 			Name:  "stream_deltas",
 			Title: "Read a job's new output (python-executor-mcp roadmap name)",
 			Description: "Return a job's output since cursor and the next cursor: pass it back to get only what is new (nothing is returned twice). " +
@@ -89,7 +87,7 @@ func (t *tools) registerRoadmapCompat(srv *mcp.Server) {
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 		}, t.streamDeltas)
 	}
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "run_script_profile",
 		Title: "Profile a script with cProfile (python-executor-mcp roadmap name)",
 		Description: "Run script_content or a workspace script_path once under cProfile and return its output with a table of the top functions by cumulative time " +
@@ -107,15 +105,8 @@ func (t *tools) cleanupJobs(ctx context.Context, opts jobs.PruneOptions, removeA
 	}
 	out := JobCleanupOutput{RemovedJobs: r.Removed, RemainingJobs: r.Remaining}
 	if removeAutosaved && t.scripts != nil {
-		t.scripts.Flush()
-		out.RemovedAutosaved, err = t.scripts.RemoveAutosaved(func(s scripts.Sidecar) bool {
-			if s.JobID == "" {
-				return false
-			}
-			_, err := t.jobs.ex.Job(ctx, s.JobID)
-			return errors.Is(err, jobs.ErrNotFound)
-		})
-		if err != nil {
+		// Where the scripts live (here, or on the execution server).
+		if out.RemovedAutosaved, err = t.scripts.RemoveOrphanedAutosaves(ctx); err != nil {
 			return out, err
 		}
 	}
@@ -152,10 +143,10 @@ func (t *tools) streamDeltas(ctx context.Context, _ *mcp.CallToolRequest, in Str
 	if err != nil {
 		return nil, StreamDeltasOutput{}, err
 	}
-	if in.Wait < 0 || in.MaxBytes < 0 {
-		return nil, StreamDeltasOutput{}, errors.New("wait and max_bytes must be >= 0")
+	wait, err := engine.Seconds("wait", in.Wait, 0, maxWait)
+	if err != nil {
+		return nil, StreamDeltasOutput{}, err
 	}
-	wait := min(time.Duration(in.Wait*float64(time.Second)), maxWait)
 	ch, err := t.jobs.ex.Output(ctx, in.JobID, jobs.Cursor{StdoutOffset: o, StderrOffset: e, MaxBytes: in.MaxBytes, Wait: wait})
 	if err != nil {
 		return nil, StreamDeltasOutput{}, jobError(in.JobID, err)

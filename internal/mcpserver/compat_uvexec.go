@@ -71,33 +71,33 @@ type ServerInfoCompatOutput struct {
 }
 
 func (t *tools) registerUVExecCompat(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "execute_python_script",
 		Title:       "Execute a Python script (uv-exec-mcp compatible)",
 		Description: "Run a .py file from the workspace (the execution server's working directory) with a timeout, and return its output. Same as run_python with script_path.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.executePythonScript)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "check_execution_server",
 		Title:       "Check the execution server (uv-exec-mcp compatible)",
 		Description: "Check that the executor behind this MCP server is up. In the embedded default the executor is this process itself; with a remote executor it is the execution server at its URL.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.checkExecutionServer)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:         "test_hello_world_http",
 		Title:        "Run the built-in hello-world test (uv-exec-mcp compatible)",
 		Description:  "Run a built-in hello-world script through the executor to verify the whole path end to end.",
 		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
 		OutputSchema: runPythonOutputSchema(),
 	}, t.testHelloWorld)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:         "test_minimal_http",
 		Title:        "Run the built-in minimal test (uv-exec-mcp compatible)",
 		Description:  "Run the smallest possible script through the executor (a quick liveness test).",
 		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
 		OutputSchema: runPythonOutputSchema(),
 	}, t.testMinimal)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "get_http_server_info",
 		Title:       "Describe the server architecture (uv-exec-mcp compatible)",
 		Description: "Describe how this MCP server runs Python: embedded (in-process) or through a remote pyexec execution server, the working directory, limits and protections.",
@@ -112,7 +112,7 @@ func (t *tools) executePythonScript(ctx context.Context, req *mcp.CallToolReques
 	}
 	res, err := t.ex.Run(ctx, r, progressTo(ctx, req))
 	if err != nil {
-		return nil, ExecutePythonScriptOutput{}, err
+		return nil, ExecutePythonScriptOutput{}, toolError(err)
 	}
 	out := ExecutePythonScriptOutput{Result: res, ScriptPath: in.ScriptPath}
 	if info, err := t.ex.Info(ctx); err == nil {
@@ -144,7 +144,7 @@ func (t *tools) builtinTest(ctx context.Context, req *mcp.CallToolRequest, in UV
 	}
 	res, err := t.ex.Run(ctx, engine.Request{Code: code, Timeout: timeout}, progressTo(ctx, req))
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := RunPythonOutput{Result: res}
 	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
@@ -183,7 +183,7 @@ func (t *tools) checkExecutionServer(ctx context.Context, _ *mcp.CallToolRequest
 func (t *tools) getHTTPServerInfo(ctx context.Context, _ *mcp.CallToolRequest, in CheckServerInput) (*mcp.CallToolResult, ServerInfoCompatOutput, error) {
 	info, err := t.ex.Info(ctx)
 	if err != nil {
-		return nil, ServerInfoCompatOutput{}, err
+		return nil, ServerInfoCompatOutput{}, toolError(err)
 	}
 	m := t.mode()
 	out := ServerInfoCompatOutput{

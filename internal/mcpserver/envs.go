@@ -46,14 +46,14 @@ func (t *tools) envExecutor() (executor.EnvExecutor, error) {
 }
 
 func (t *tools) registerEnvs(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "env_list",
 		Title: "List Python environments",
 		Description: "List the cached dependency environments: key, names (named environments are pinned and never evicted), interpreter, requirements, " +
 			"installed versions, size, last use, and whether a run uses it now.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.envList)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "env_create",
 		Title: "Create a named Python environment",
 		Description: "Build a persistent environment with dependencies (PEP 508) on an installed python_version, once, and name it. " +
@@ -61,7 +61,7 @@ func (t *tools) registerEnvs(srv *mcp.Server) {
 			"It is never evicted; env_delete removes it.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.envCreate)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "env_delete",
 		Title:       "Delete a named Python environment",
 		Description: "Remove a named environment and its files (files another name or a running run still uses are kept for later eviction).",
@@ -72,13 +72,13 @@ func (t *tools) registerEnvs(srv *mcp.Server) {
 // registerEnvCompat adds the python-executor-mcp roadmap's names
 // (environment_cache_list, environment_create_persistent).
 func (t *tools) registerEnvCompat(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "environment_cache_list",
 		Title:       "List cached environments (python-executor-mcp roadmap name)",
 		Description: "Same as env_list: the cached dependency environments with their names, interpreter, requirements, size and last use.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.envList)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "environment_create_persistent",
 		Title:       "Create a persistent environment (python-executor-mcp roadmap name)",
 		Description: "Same as env_create: build a pinned environment with dependencies on python_version under a name, for runs with env: NAME.",

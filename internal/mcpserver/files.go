@@ -82,7 +82,7 @@ func (t *tools) registerFiles(srv *mcp.Server) {
 	if _, ok := t.ex.(executor.Files); !ok {
 		return
 	}
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "write_file",
 		Title: "Write a workspace file",
 		Description: "Write a file into the workspace, where runs read it (data for a script, a module, a config). " +
@@ -90,14 +90,14 @@ func (t *tools) registerFiles(srv *mcp.Server) {
 			"The file is new each time (mode 0644), owned as the runs' files; a symlink at the path is replaced, never written through.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true},
 	}, t.writeFile)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "read_file",
 		Title: "Read a workspace file",
 		Description: "Read a file from the workspace: text as is, binary as base64, a PNG, JPEG, GIF or WebP image up to 1 MB as an image. " +
 			"Long files come in pieces: pass next_offset as offset to go on. Files a run wrote are listed in its result with their URIs.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.readFile)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "list_files",
 		Title:       "List workspace files",
 		Description: "List a workspace directory (path, type, size, mode, modification time, media type), optionally recursive and filtered by a shell pattern.",

@@ -1,22 +1,17 @@
 package mcpserver
 
 import (
-	"errors"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
-// waitGone polls until pid no longer exists. The server kills a cancelled
-// run asynchronously, after the client has already returned, so there is no
-// event to wait on from the client side.
-func waitGone(t *testing.T, pid int) {
+// waitGone polls until no process of the run marked with mark is left (a
+// run's pids are its own PID namespace's; see procs). The server kills a
+// cancelled run asynchronously, after the client has already returned, so
+// there is no event to wait on from the client side.
+func waitGone(t *testing.T, mark string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive 15 s after its call was cancelled", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proc.WaitGone(t, mark, 15*time.Second)
 }

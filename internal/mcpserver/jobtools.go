@@ -147,26 +147,26 @@ func (jt *jobTools) register(srv *mcp.Server) {
 		return
 	}
 	jt.srv = srv
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(jt.t, srv, &mcp.Tool{
 		Name:  "get_job",
 		Title: "Get a background job",
 		Description: "Status, exit information, script progress and new output of a background job. Output is addressed by byte offsets: " +
 			"pass back next_stdout_offset/next_stderr_offset to receive only what is new (nothing is ever returned twice); wait=N long-polls until new output or the end.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, jt.getJob)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(jt.t, srv, &mcp.Tool{
 		Name:        "cancel_job",
 		Title:       "Cancel a background job",
 		Description: "Stop a pending or running job: its whole process tree is killed and its status becomes cancelled. Output printed so far stays readable with get_job.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true},
 	}, jt.cancelJob)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(jt.t, srv, &mcp.Tool{
 		Name:        "list_jobs",
 		Title:       "List background jobs",
 		Description: "List background jobs, newest first, optionally filtered by status and label; total counts all matches before the limit.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, jt.listJobs)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(jt.t, srv, &mcp.Tool{
 		Name:        "prune_jobs",
 		Title:       "Remove finished jobs",
 		Description: "Remove finished jobs and their output logs (completed, failed, cancelled; keep_* and max_age_hours narrow it). Pending and running jobs are never removed.",
@@ -188,7 +188,7 @@ func (jt *jobTools) register(srv *mcp.Server) {
 // runPython is run_python when the executor has jobs.
 func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
 	if err := in.JobOptions.check(true); err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	budget, err := jt.t.budget(in.OutputBudget)
 	if err != nil {
@@ -197,7 +197,7 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 	if in.Mode == "async" {
 		j, err := jt.ex.Start(ctx, in.Request, in.JobLabel)
 		if err != nil {
-			return nil, RunPythonOutput{}, err
+			return nil, RunPythonOutput{}, toolError(err)
 		}
 		out := RunPythonOutput{Handoff: Handoff{JobID: j.ID, Status: string(j.Status),
 			Message: fmt.Sprintf("Started background job %s (%s). Follow it with get_job(job_id=%q, wait=30); stop it with cancel_job.", j.ID, j.Status, j.ID)}}
@@ -205,7 +205,7 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 	}
 	o, err := jt.ex.RunOrHandoff(ctx, in.Request, taskSyncOptions(ctx, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel, OutputBudget: budget}), progressTo(ctx, req))
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	if o.Result != nil {
 		r, out := jt.t.presentRun(in, *o.Result, budget)
@@ -230,10 +230,10 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 }
 
 func (jt *jobTools) getJob(ctx context.Context, req *mcp.CallToolRequest, in GetJobInput) (*mcp.CallToolResult, GetJobOutput, error) {
-	if in.Wait < 0 || in.MaxBytes < 0 {
-		return nil, GetJobOutput{}, errors.New("wait and max_bytes must be >= 0")
+	wait, err := engine.Seconds("wait", in.Wait, 0, maxWait)
+	if err != nil {
+		return nil, GetJobOutput{}, toolError(err)
 	}
-	wait := min(time.Duration(in.Wait*float64(time.Second)), maxWait)
 	ch, err := jt.ex.Output(ctx, in.JobID, jobs.Cursor{StdoutOffset: in.StdoutOffset, StderrOffset: in.StderrOffset, MaxBytes: in.MaxBytes, Wait: wait})
 	if err != nil {
 		return nil, GetJobOutput{}, jobError(in.JobID, err)
@@ -249,26 +249,49 @@ func (jt *jobTools) getJob(ctx context.Context, req *mcp.CallToolRequest, in Get
 }
 
 func (jt *jobTools) cancelJob(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, jobs.Job, error) {
-	j, err := jt.ex.Cancel(ctx, in.JobID)
+	j, stopped, err := cancelJob(ctx, jt.ex, in.JobID)
 	if err != nil {
-		return nil, jobs.Job{}, jobError(in.JobID, err)
+		return nil, jobs.Job{}, toolError(err)
 	}
 	j.Request = nil
-	return render(in.Rendering, j, func() string {
-		if j.Status == jobs.StatusCancelled {
-			return fmt.Sprintf("Job `%s` is **cancelled**; its process tree was killed. Output so far: get_job(job_id=%q).\n", j.ID, j.ID)
-		}
-		return fmt.Sprintf("Job `%s` had already finished (**%s**); nothing to cancel.\n", j.ID, j.Status)
-	}), j, nil
+	return render(in.Rendering, j, func() string { return cancelMessage(j, stopped) }), j, nil
+}
+
+// cancelJob cancels a job and reports whether this call stopped it (it was
+// pending or running before): cancelling a job that had already ended,
+// cancelled included, changes nothing and must not say it killed anything.
+func cancelJob(ctx context.Context, ex executor.JobExecutor, id string) (jobs.Job, bool, error) {
+	before, err := ex.Job(ctx, id)
+	if err != nil {
+		return jobs.Job{}, false, jobError(id, err)
+	}
+	if before.Status.Terminal() {
+		return before, false, nil
+	}
+	j, err := ex.Cancel(ctx, id)
+	if err != nil {
+		return jobs.Job{}, false, jobError(id, err)
+	}
+	return j, j.Status == jobs.StatusCancelled, nil
+}
+
+func cancelMessage(j jobs.Job, stopped bool) string {
+	switch {
+	case stopped:
+		return fmt.Sprintf("Job `%s` is **cancelled**: it was stopped and its whole process tree killed. Output so far: get_job(job_id=%q).\n", j.ID, j.ID)
+	case j.Status == jobs.StatusCancelled:
+		return fmt.Sprintf("Job `%s` was already **cancelled**; nothing to do. Its output: get_job(job_id=%q).\n", j.ID, j.ID)
+	}
+	return fmt.Sprintf("Job `%s` had already finished (**%s**); nothing to cancel. Its output: get_job(job_id=%q).\n", j.ID, j.Status, j.ID)
 }
 
 func (jt *jobTools) listJobs(ctx context.Context, req *mcp.CallToolRequest, in ListJobsInput) (*mcp.CallToolResult, jobs.JobList, error) {
 	if in.Limit < 0 {
-		return nil, jobs.JobList{}, errors.New("limit must be >= 0")
+		return nil, jobs.JobList{}, &engine.RequestError{Field: "limit", Message: fmt.Sprintf("must be >= 0, got %d", in.Limit)}
 	}
 	l, err := jt.ex.Jobs(ctx, jobs.Filter{Status: jobs.Status(in.Status), Label: in.Label, Limit: in.Limit})
 	if err != nil {
-		return nil, jobs.JobList{}, err
+		return nil, jobs.JobList{}, toolError(err)
 	}
 	return render(in.Rendering, l, func() string {
 		var b strings.Builder
@@ -283,7 +306,7 @@ func (jt *jobTools) listJobs(ctx context.Context, req *mcp.CallToolRequest, in L
 func (jt *jobTools) pruneJobs(ctx context.Context, req *mcp.CallToolRequest, in PruneJobsInput) (*mcp.CallToolResult, jobs.PruneResult, error) {
 	r, err := jt.ex.Prune(ctx, jobs.PruneOptions{KeepCompleted: in.KeepCompleted, KeepFailed: in.KeepFailed, MaxAgeHours: in.MaxAgeHours})
 	if err != nil {
-		return nil, jobs.PruneResult{}, err
+		return nil, jobs.PruneResult{}, toolError(err)
 	}
 	return render(in.Rendering, r, func() string {
 		return fmt.Sprintf("Removed %d job(s) and their logs; %d remain.\n", r.Removed, r.Remaining)
@@ -294,7 +317,7 @@ func jobError(id string, err error) error {
 	if errors.Is(err, jobs.ErrNotFound) {
 		return fmt.Errorf("job_id: no job %q (it may have been pruned); list_jobs shows the known jobs", id)
 	}
-	return err
+	return toolError(err)
 }
 
 func jobLine(j jobs.Job) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 // jobHarness is a go-sdk client on a server whose executor runs jobs.
@@ -79,11 +80,11 @@ func TestJobToolsListed(t *testing.T) {
 			checkSnapshot(t, tool)
 		}
 	}
-	if got := strings.Join(names, ","); got != "benchmark_python,cancel_job,chunk_code,env_create,env_delete,env_list,format_code,get_job,lint_code,list_jobs,plan_batch,prune_jobs,run_python,run_python_batch,server_info" {
+	if got := strings.Join(names, ","); got != "benchmark_python,cancel_job,chunk_code,env_create,env_delete,env_list,format_code,get_job,lint_code,list_files,list_jobs,plan_batch,prune_jobs,read_file,run_python,run_python_batch,server_info,write_file" {
 		t.Fatalf("tools: %s", got)
 	}
 	tmpls, err := h.session.ListResourceTemplates(context.Background(), nil)
-	if err != nil || len(tmpls.ResourceTemplates) != 3 {
+	if err != nil || len(tmpls.ResourceTemplates) != 4 { // job://{id}, job://{id}/output, job-stream://{id}, pyexec://workspace/{+path}
 		t.Fatalf("templates %+v %v", tmpls, err)
 	}
 }
@@ -128,8 +129,8 @@ func TestQuickSyncRunLeavesNoJob(t *testing.T) {
 func TestAsyncCancelListPrune(t *testing.T) {
 	h := newJobHarness(t, time.Minute)
 	ctx := context.Background()
-	pidFile := filepath.Join(h.workspace, "pid")
-	code := fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('up', flush=True)\ntime.sleep(600)", pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + "import time\nprint('up', flush=True)\ntime.sleep(600)"
 	res := h.call(t, ctx, "run_python", map[string]any{"code": code, "mode": "async", "job_label": "sleeper"}, nil)
 	out := decode[RunPythonOutput](t, res)
 	if res.IsError || out.JobID == "" {
@@ -148,15 +149,11 @@ func TestAsyncCancelListPrune(t *testing.T) {
 	if printed != "up\n" {
 		t.Fatalf("printed %q", printed)
 	}
-	data, _ := os.ReadFile(pidFile)
-	var pid int
-	fmt.Sscan(string(data), &pid)
-
 	res = h.call(t, ctx, "cancel_job", map[string]any{"job_id": out.JobID}, nil)
 	if c := decode[jobs.Job](t, res); c.Status != jobs.StatusCancelled {
 		t.Fatalf("cancel_job %+v", c)
 	}
-	waitGone(t, pid)
+	waitGone(t, mark)
 	g := decode[GetJobOutput](t, h.call(t, ctx, "get_job", map[string]any{"job_id": out.JobID}, nil))
 	if g.Stdout != "up\n" || !g.OutputDone {
 		t.Fatalf("output after cancel %+v", g)
@@ -289,19 +286,17 @@ func TestCancelledSyncCallKillsJobBackedRun(t *testing.T) {
 			cancel()
 		}
 	}
-	code := fmt.Sprintf("import os, time\nopen(%q + '.tmp', 'w').write(str(os.getpid()))\nos.rename(%q + '.tmp', %q)\ntime.sleep(600)", pidFile, pidFile, pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q + '.tmp', 'w').write(str(os.getpid()))\nos.rename(%q + '.tmp', %q)\ntime.sleep(600)", pidFile, pidFile, pidFile)
 	params := &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code}}
 	params.SetProgressToken("tok-cancel")
 	if _, err := h.session.CallTool(ctx, params); err == nil {
 		t.Fatal("cancelled call returned no error")
 	}
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
+	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	fmt.Sscan(string(data), &pid)
-	waitGone(t, pid)
+	waitGone(t, mark)
 	// The server forgets the job right after the kill, which the client
 	// cannot observe: poll briefly.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

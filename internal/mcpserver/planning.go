@@ -35,14 +35,14 @@ type ChunkCodeOutput struct {
 }
 
 func (t *tools) registerPlanning(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "plan_batch",
 		Title: "Plan a parallel batch",
 		Description: "Suggest how many parallel workers to use for a list of work items (by complexity: low, medium, high; bounded by max_workers, " +
 			"the server's worker cap and the number of items) and split the items into one chunk per worker, ready to turn into run_python_batch snippets.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.planBatch)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "chunk_code",
 		Title: "Split code into chunks",
 		Description: "Split source text on line boundaries into pieces of at most max_bytes (default 500000) that join back exactly. " +
@@ -58,7 +58,7 @@ func (t *tools) planBatch(ctx context.Context, _ *mcp.CallToolRequest, in PlanBa
 	}
 	p, err := batchplan.PlanBatch(in.PlanRequest, serverMax)
 	if err != nil {
-		return nil, PlanBatchOutput{}, err
+		return nil, PlanBatchOutput{}, toolError(err)
 	}
 	out := PlanBatchOutput{Plan: p}
 	budget, _ := t.budget(OutputBudget{})
@@ -92,7 +92,7 @@ func renderPlan(p batchplan.Plan, budget int) string {
 func (t *tools) chunkCode(_ context.Context, _ *mcp.CallToolRequest, in ChunkCodeInput) (*mcp.CallToolResult, ChunkCodeOutput, error) {
 	c, err := batchplan.ChunkCode(in.ChunkRequest)
 	if err != nil {
-		return nil, ChunkCodeOutput{}, err
+		return nil, ChunkCodeOutput{}, toolError(err)
 	}
 	out := ChunkCodeOutput{ChunkResult: c}
 	budget, _ := t.budget(OutputBudget{})

@@ -39,14 +39,14 @@ func (t *tools) qualityExecutor() (executor.QualityExecutor, error) {
 }
 
 func (t *tools) registerQuality(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "format_code",
 		Title: "Format Python code (ruff)",
 		Description: "Format inline code or a workspace .py file with ruff (black-compatible style; the project's pyproject.toml / ruff.toml settings apply unless isolated). " +
 			"Returns the formatted code and a unified diff; check: true only says whether it would change. A file is rewritten only with write: true.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, t.formatCode)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "lint_code",
 		Title: "Lint Python code (ruff)",
 		Description: "Check inline code or a workspace .py file with ruff and return its findings: rule, message, line, column, whether a fix is available. " +

@@ -36,11 +36,12 @@ func renderInfo(info executor.Info) string {
 	fmt.Fprintf(&b, "- workspace: `%s`\n- state dir: `%s`\n- default interpreter: Python %s (`%s`)\n- uv: %s\n",
 		info.Workspace, info.StateDir, info.DefaultInterpreter.Version, info.DefaultInterpreter.Path, info.UV)
 	l := info.Limits
-	fmt.Fprintf(&b, "- limits: timeout %gs default, %gs max; code %d bytes; inline output %d bytes per stream; batch %d snippets, %d workers\n",
-		l.DefaultTimeoutSeconds, l.MaxTimeoutSeconds, l.MaxCodeBytes, l.OutputCapBytes, l.MaxBatch, l.MaxWorkers)
+	fmt.Fprintf(&b, "- timeouts: %s\n", executor.TimeoutStory(l))
+	fmt.Fprintf(&b, "- limits: code %s; stdin %s; inline output %s per stream; batch %d snippets, %d workers\n",
+		engine.FormatBytes(int64(l.MaxCodeBytes)), engine.FormatBytes(int64(l.MaxStdinBytes)), engine.FormatBytes(int64(l.OutputCapBytes)), l.MaxBatch, l.MaxWorkers)
 	sb := info.Sandbox
-	fmt.Fprintf(&b, "- sandbox: %s, network %s, run-as %s; memory %d bytes, %d processes, file size %d bytes (-1: unlimited)\n",
-		sb.Policy, sb.Network, sb.RunAs, sb.Limits.MemoryBytes, sb.Limits.MaxProcs, sb.Limits.FileSizeBytes)
+	fmt.Fprintf(&b, "- sandbox: %s, network %s, run-as %s; memory %s, %s processes, files up to %s\n",
+		sb.Policy, sb.Network, sb.RunAs, engine.FormatBytes(sb.Limits.MemoryBytes), countOrUnlimited(sb.Limits.MaxProcs), engine.FormatBytes(sb.Limits.FileSizeBytes))
 	fmt.Fprintf(&b, "- runs execute as: %s\n", sb.RunsAs)
 	for _, m := range sb.Capabilities.List() {
 		mark := "yes"
@@ -56,4 +57,11 @@ func renderInfo(info executor.Info) string {
 		}
 	}
 	return b.String()
+}
+
+func countOrUnlimited(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
 }

@@ -59,20 +59,20 @@ func (t *tools) registerScripts(srv *mcp.Server) {
 		t.log.Warn("scripts toolset requested but no script store is configured; skipping it")
 		return
 	}
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "save_script",
 		Title: "Save a Python script by name",
 		Description: "Save Python code under a name in the server's script store, with its dependencies written as a PEP 723 header. " +
 			"Run it later with run_python (script_name) or benchmark_python (script_name); see it with list_scripts and view_script.",
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(false)},
 	}, t.saveScript)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "list_scripts",
 		Title:       "List saved scripts",
 		Description: "List saved scripts (name, path, first docstring line, PEP 723 dependencies) and, with include_autosaved, the code of recent inline runs that was saved automatically.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.listScripts)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "view_script",
 		Title:       "View a saved script",
 		Description: "Show a saved script's source and its JSON sidecar; with autosaved, an autosaved inline run's code and the arguments of the call that ran it.",
@@ -80,10 +80,10 @@ func (t *tools) registerScripts(srv *mcp.Server) {
 	}, t.viewScript)
 }
 
-func (t *tools) saveScript(_ context.Context, _ *mcp.CallToolRequest, in SaveScriptInput) (*mcp.CallToolResult, SaveScriptOutput, error) {
-	e, err := t.scripts.Save(scripts.SaveRequest{Name: in.Name, Code: in.Code, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
+func (t *tools) saveScript(ctx context.Context, _ *mcp.CallToolRequest, in SaveScriptInput) (*mcp.CallToolResult, SaveScriptOutput, error) {
+	e, err := t.scripts.SaveScript(ctx, scripts.SaveRequest{Name: in.Name, Code: in.Code, Dependencies: in.Dependencies, RequiresPython: in.RequiresPython, Overwrite: in.Overwrite})
 	if err != nil {
-		return nil, SaveScriptOutput{}, err
+		return nil, SaveScriptOutput{}, toolError(err)
 	}
 	out := SaveScriptOutput{Entry: e}
 	return render(in.Rendering, out, func() string {
@@ -92,19 +92,19 @@ func (t *tools) saveScript(_ context.Context, _ *mcp.CallToolRequest, in SaveScr
 	}), out, nil
 }
 
-func (t *tools) listScripts(_ context.Context, _ *mcp.CallToolRequest, in ListScriptsInput) (*mcp.CallToolResult, ListScriptsOutput, error) {
-	list, err := t.scripts.List(in.IncludeAutosaved)
+func (t *tools) listScripts(ctx context.Context, _ *mcp.CallToolRequest, in ListScriptsInput) (*mcp.CallToolResult, ListScriptsOutput, error) {
+	list, err := t.scripts.ListScripts(ctx, in.IncludeAutosaved)
 	if err != nil {
-		return nil, ListScriptsOutput{}, err
+		return nil, ListScriptsOutput{}, toolError(err)
 	}
 	out := ListScriptsOutput{Scripts: list, Count: len(list)}
 	return render(in.Rendering, out, func() string { return renderScriptList(list, in.IncludeAutosaved) }), out, nil
 }
 
-func (t *tools) viewScript(_ context.Context, _ *mcp.CallToolRequest, in ViewScriptInput) (*mcp.CallToolResult, ViewScriptOutput, error) {
-	sc, err := t.scripts.View(in.Name, in.Autosaved)
+func (t *tools) viewScript(ctx context.Context, _ *mcp.CallToolRequest, in ViewScriptInput) (*mcp.CallToolResult, ViewScriptOutput, error) {
+	sc, err := t.scripts.ViewScript(ctx, in.Name, in.Autosaved)
 	if err != nil {
-		return nil, ViewScriptOutput{}, err
+		return nil, ViewScriptOutput{}, toolError(err)
 	}
 	out := ViewScriptOutput{Script: sc}
 	return render(in.Rendering, out, func() string { return renderScript(sc) }), out, nil
@@ -114,7 +114,7 @@ func (t *tools) viewScript(_ context.Context, _ *mcp.CallToolRequest, in ViewScr
 // script runs as inline code: it lives in the state directory, outside the
 // workspace that script_path is confined to. inline reports whether the
 // caller sent its own inline code (which is then autosaved).
-func (t *tools) resolveScriptName(req *engine.Request, scriptName string) (inline bool, err error) {
+func (t *tools) resolveScriptName(ctx context.Context, req *engine.Request, scriptName string) (inline bool, err error) {
 	if scriptName == "" {
 		return req.Code != "", nil
 	}
@@ -124,13 +124,19 @@ func (t *tools) resolveScriptName(req *engine.Request, scriptName string) (inlin
 	if t.scripts == nil {
 		return false, errors.New("script_name: this server has no script store")
 	}
-	src, err := t.scripts.Source(scriptName)
+	src, err := t.scripts.ScriptSource(ctx, scriptName)
 	if err != nil {
+		// The store names its own field ("name"); here the caller's is
+		// script_name. A remote store's rejection is a RequestError.
 		var fe *scripts.FieldError
-		if errors.As(err, &fe) {
+		var re *engine.RequestError
+		switch {
+		case errors.As(err, &fe):
 			return false, fmt.Errorf("script_name: %w", fe.Err)
+		case errors.As(err, &re) && re.Field != "":
+			return false, &engine.RequestError{Field: "script_name", Message: re.Message}
 		}
-		return false, err
+		return false, toolError(err)
 	}
 	req.Code = src
 	return false, nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/present"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 // Options configure the MCP server.
@@ -24,10 +23,11 @@ type Options struct {
 	SyncBudget time.Duration
 	// Toolsets to register (see ParseToolsets); nil means DefaultToolsets.
 	Toolsets []string
-	// Scripts is the saved/autosaved script store. Without it the scripts
-	// tools are not registered, run_python rejects script_name, and nothing
-	// is autosaved.
-	Scripts *scripts.Store
+	// Scripts is where saved and autosaved scripts live: the executing
+	// side's store (executor.LocalScripts, or the remote httpapi.Client).
+	// Without it the scripts tools are not registered, run_python rejects
+	// script_name, and nothing is autosaved.
+	Scripts executor.Scripts
 	// MaxResultChars is the characters a tool result carries by default
 	// (0: present.DefaultBudget); MaxResultCap is the most a call's
 	// max_output_chars may ask for (0: 10x the default).
@@ -91,5 +91,8 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "pyexec", Title: "pyexec: fast, confined Python execution", Version: opts.Version}, sopts)
 	t.registerToolsets(srv, sets)
 	t.registerTasks(srv, sets)
+	// Added last, so outermost: arguments are checked before anything,
+	// task-augmented calls included.
+	srv.AddReceivingMiddleware(t.checkArgumentsMiddleware)
 	return srv
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/scripts"
 	"github.com/pyexec/pyexec/internal/testutil/gate"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite the schema snapshots in testdata")
@@ -144,7 +145,7 @@ func TestToolsAndSchemas(t *testing.T) {
 	}
 	defer store.Close()
 	all, _ := ParseToolsets("all")
-	h := connect(t, executor.NewLocal(eng, "test", 4), eng.Config().Workspace, Options{Version: "test", Toolsets: all, Scripts: store})
+	h := connect(t, executor.NewLocal(eng, "test", 4), eng.Config().Workspace, Options{Version: "test", Toolsets: all, Scripts: executor.LocalScripts{Store: store}})
 	list, err := h.session.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"execute_python_script,check_execution_server,test_hello_world_http,test_minimal_http,get_http_server_info," +
 		"run_script_in_dir,run_script_with_dependencies,benchmark_script,py_list_scripts,py_view_script," +
 		"py_run_script_in_dir,py_run_script_with_dependencies,py_benchmark_script,py_save_script,py_run_saved_script," +
-		"run_script_profile,environment_cache_list,environment_create_persistent,format_code,lint_code,env_list,env_create,env_delete"
+		"run_script_profile,environment_cache_list,environment_create_persistent,format_code,lint_code,env_list,env_create,env_delete,write_file,read_file,list_files"
 	slices.Sort(names)
 	wantNames := strings.Split(want, ",")
 	slices.Sort(wantNames)
@@ -347,19 +348,17 @@ func TestCancelledCallKillsTheRun(t *testing.T) {
 			cancel() // the script is running and has written its pid
 		}
 	}
-	code := fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
+	mark := proc.Mark(t)
+	code := proc.Sleeper(mark) + fmt.Sprintf("import os, time\nopen(%q, 'w').write(str(os.getpid()))\nprint('started', flush=True)\ntime.sleep(600)", pidFile)
 	params := &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "timeout": 600}}
 	params.SetProgressToken("tok-cancel")
 	if _, err := h.session.CallTool(ctx, params); err == nil {
 		t.Fatal("cancelled call returned no error")
 	}
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
+	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	fmt.Sscan(string(data), &pid)
-	waitGone(t, pid)
+	waitGone(t, mark)
 }
 
 func TestServerInfo(t *testing.T) {
@@ -371,5 +370,15 @@ func TestServerInfo(t *testing.T) {
 	}
 	if !strings.Contains(text(res), h.workspace) {
 		t.Fatalf("markdown lacks the workspace: %s", text(res))
+	}
+	// Sizes read as sizes, and the timeout rule is spelt out.
+	for _, want := range []string{"code 1 MiB", "stdin 1 MiB", "inline output 1 MiB per stream", "memory 2 GiB", "files up to 1 GiB",
+		"- timeouts: Every run: the request's timeout, default 30s (--timeout), at most 600s (--max-timeout). timeout 0 or absent means the default"} {
+		if !strings.Contains(text(res), want) {
+			t.Errorf("server_info lacks %q:\n%s", want, text(res))
+		}
+	}
+	if strings.Contains(text(res), "2147483648") || info.Limits.Timeouts == "" || info.Limits.MaxRequestBytes != 6<<20 || info.Limits.MaxBatchRequestBytes != 26<<20 {
+		t.Errorf("server_info limits %+v", info.Limits)
 	}
 }

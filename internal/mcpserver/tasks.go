@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
 )
@@ -329,7 +330,9 @@ func (s *taskStore) start(req *mcp.CallToolRequest, spec any, next mcp.MethodHan
 	ttl := DefaultTaskTTL
 	if m, ok := spec.(map[string]any); ok {
 		if v, ok := m["ttl"].(float64); ok && v > 0 {
-			ttl = min(max(time.Duration(v)*time.Millisecond, minTaskTTL), MaxTaskTTL)
+			// Capped before it is converted: a huge ttl is MaxTaskTTL, never
+			// a wrapped value.
+			ttl = max(engine.SecondsUpTo(v/1000, MaxTaskTTL), minTaskTTL)
 		}
 	}
 	s.sweep()

@@ -34,7 +34,7 @@ func connectWithStore(t *testing.T, s testServer) (*mcp.ClientSession, *scripts.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	opts := Options{Version: "test", Scripts: store}
+	opts := Options{Version: "test", Scripts: executor.LocalScripts{Store: store}}
 	if s.toolsets != "" {
 		if opts.Toolsets, err = ParseToolsets(s.toolsets); err != nil {
 			t.Fatal(err)

@@ -6,25 +6,27 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/present"
-	"github.com/pyexec/pyexec/internal/scripts"
 )
 
 type tools struct {
 	ex      executor.Executor
 	log     *slog.Logger
-	scripts *scripts.Store // nil: no scripts toolset, no autosave
-	jobs    *jobTools      // nil when the executor has no background jobs (or no toolset needs them)
+	scripts executor.Scripts // nil: no scripts toolset, no autosave
+	jobs    *jobTools        // nil when the executor has no background jobs (or no toolset needs them)
 	// jobsRegistered: the jobs toolset (tools and job:// resources) is on.
 	jobsRegistered bool
 	// resultChars and resultCap: a result's default size in characters,
 	// and the most a call may ask for (present.Budget).
 	resultChars, resultCap int
 	tasks                  *taskStore // MCP Tasks (tasks.go); nil without the core toolset
+	// inputs are the registered tools' input schemas (arguments.go).
+	inputs map[string]*jsonschema.Schema
 }
 
 // Rendering is shared by every tool: content is markdown for the model to
@@ -71,7 +73,7 @@ type ServerInfoInput struct {
 
 // registerCore registers the core toolset.
 func (t *tools) registerCore(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "run_python",
 		Title: "Run Python",
 		Description: "Run Python code (or a .py file in the workspace) and return its stdout, stderr and exit code. " +
@@ -82,14 +84,14 @@ func (t *tools) registerCore(srv *mcp.Server) {
 		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 		OutputSchema: runPythonOutputSchema(),
 	}, t.runPython)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:  "run_python_batch",
 		Title: "Run Python snippets in parallel",
 		Description: "Run up to 20 independent Python snippets in parallel and return their results in input order. " +
 			"One failing or timed-out snippet never fails the batch. Do not use it for snippets that depend on each other.",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.runPythonBatch)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(t, srv, &mcp.Tool{
 		Name:        "server_info",
 		Title:       "pyexec server information",
 		Description: "Describe this pyexec server: version, workspace, installed interpreters, uv, and the limits runs are held to.",
@@ -100,9 +102,9 @@ func (t *tools) registerCore(srv *mcp.Server) {
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
-	inline, err := t.resolveScriptName(&in.Request, in.ScriptName)
+	inline, err := t.resolveScriptName(ctx, &in.Request, in.ScriptName)
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	if t.jobs != nil {
 		// Sync with smart-async handoff, or async. Autosaved afterwards, so
@@ -114,7 +116,7 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 		return res, out, err
 	}
 	if err := in.JobOptions.check(false); err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	budget, err := t.budget(in.OutputBudget)
 	if err != nil {
@@ -125,7 +127,7 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 	}
 	res, err := t.ex.Run(ctx, in.Request, progressTo(ctx, req))
 	if err != nil {
-		return nil, RunPythonOutput{}, err
+		return nil, RunPythonOutput{}, toolError(err)
 	}
 	r, out := t.presentRun(in, res, budget)
 	return r, out, nil
@@ -168,7 +170,7 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 	}
 	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers, OutputBudget: budget}, progressTo(ctx, req))
 	if err != nil {
-		return nil, BatchOutput{}, err
+		return nil, BatchOutput{}, toolError(err)
 	}
 	t.autosaveBatch(reqs, out)
 	res, view := t.presentBatch(in.Rendering, reqs, out, budget)
@@ -178,11 +180,12 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in ServerInfoInput) (*mcp.CallToolResult, executor.Info, error) {
 	info, err := t.ex.Info(ctx)
 	if err != nil {
-		return nil, executor.Info{}, err
+		return nil, executor.Info{}, toolError(err)
 	}
 	if t.jobs != nil && t.jobs.budget > 0 {
 		info.Limits.SyncBudgetSeconds = t.jobs.budget.Seconds()
 	}
+	info.Limits.Timeouts = executor.TimeoutStory(info.Limits) // with this front end's sync budget
 	return render(in.Rendering, info, func() string { return renderInfo(info) }), info, nil
 }
 

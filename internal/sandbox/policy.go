@@ -271,11 +271,18 @@ type Spec struct {
 	// ReadWrite lists extra writable paths (operator-configured).
 	ReadWrite []string `json:"read_write,omitempty"`
 	// RunAs, when set, is the identity Python runs as (the launcher is root).
+	// When what the run needs cannot be made reachable for it, the run
+	// fails; it never falls back to root.
 	RunAs *Credential `json:"run_as,omitempty"`
-	// RunAsRequired says RunAs was demanded explicitly (--run-as USER): if
-	// the launcher cannot make what the run needs reachable by it, the run
-	// fails closed instead of falling back to root without capabilities.
-	RunAsRequired bool `json:"run_as_required,omitempty"`
+	// NoPrivateProc, when set, says why the server found that runs cannot
+	// get a /proc of their own here (a kernel whose procfs lacks pidns=):
+	// the policy then cannot be enforced (runs fail closed unless
+	// BestEffort, which runs them in the launcher's PID namespace).
+	NoPrivateProc string `json:"no_private_proc,omitempty"`
+	// ForkServer says the spec confines a warm interpreter: with a root
+	// launcher its supervisors get their own view of its namespaces
+	// (SupervisorDir).
+	ForkServer bool `json:"fork_server,omitempty"`
 }
 
 // Validate checks that a Spec is self-consistent before anything is applied.

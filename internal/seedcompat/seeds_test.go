@@ -105,7 +105,7 @@ func TestSeedExamplesInMemory(t *testing.T) {
 		}
 		t.Cleanup(func() { lj.Close(context.Background()) })
 		all, _ := mcpserver.ParseToolsets("all")
-		*s.dst = mcptest.Connect(t, mcpserver.New(lj, mcpserver.Options{Version: "test", Toolsets: all, Scripts: store, SyncBudget: s.budget}))
+		*s.dst = mcptest.Connect(t, mcpserver.New(lj, mcpserver.Options{Version: "test", Toolsets: all, Scripts: executor.LocalScripts{Store: store, Jobs: lj}, SyncBudget: s.budget}))
 	}
 	e.waitAutosave = func() {
 		for _, s := range stores {

@@ -31,7 +31,8 @@ func TestSeedUVExecTwoServers(t *testing.T) {
 	mcptest.WriteFile(t, filepath.Join(dir, "time_test.py"), `print("Current time:", __import__("datetime").datetime.now())`+"\n")
 
 	// Terminal 1: cd my_python_scripts && <start the execution server>.
-	serve := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir())
+	state := t.TempDir()
+	serve := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--state-dir", state)
 	serve.Dir = dir
 	serve.Env = append(os.Environ(), asCLI+"=1")
 	stderr, err := serve.StderrPipe()
@@ -57,10 +58,22 @@ func TestSeedUVExecTwoServers(t *testing.T) {
 		}
 	}()
 
+	// The server generated its bearer token into its state dir (pyexec
+	// answers nothing but /health without one; the seed had no auth).
+	tokenFile := filepath.Join(state, "server-token")
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatalf("the execution server wrote no token file: %v", err)
+	}
+	bearer := "Bearer " + strings.TrimSpace(string(token))
+
 	// Terminal 2: the MCP client, from anywhere, configured by environment.
-	front := exec.Command(os.Args[0], "mcp", "--toolsets", "all", "--state-dir", t.TempDir(), "--log-level", "warn")
+	// Its own state dir differs from the server's, so it is told where the
+	// token file is.
+	frontState := t.TempDir()
+	front := exec.Command(os.Args[0], "mcp", "--toolsets", "all", "--state-dir", frontState, "--log-level", "warn")
 	front.Dir = t.TempDir()
-	front.Env = append(os.Environ(), asCLI+"=1", "EXECUTION_SERVER_URL="+url, "MCP_HTTP_TIMEOUT=10")
+	front.Env = append(os.Environ(), asCLI+"=1", "EXECUTION_SERVER_URL="+url, "MCP_HTTP_TIMEOUT=10", "PYEXEC_TOKEN_FILE="+tokenFile)
 	cs := mcptest.Command(t, front)
 
 	out, text, isErr := mcptest.Call(t, cs, "execute_python_script", map[string]any{"script_path": "hello.py"})
@@ -89,7 +102,19 @@ func TestSeedUVExecTwoServers(t *testing.T) {
 	}
 
 	// curl -X POST http://127.0.0.1:8080/execute -d '{"script_path": "hello.py", "timeout": 10}'
+	// answers 401 without the token, and runs with it.
 	resp, err := http.Post(url+"/execute", "application/json", strings.NewReader(`{"script_path": "hello.py", "timeout": 10}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /execute without the token: %d, want 401", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", url+"/execute", strings.NewReader(`{"script_path": "hello.py", "timeout": 10}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", bearer)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +129,21 @@ func TestSeedUVExecTwoServers(t *testing.T) {
 		t.Errorf("GET /health: %v %v", resp, err)
 	}
 
-	// A script saved through the front end runs on the execution server.
+	// A script saved through the front end is kept, and runs, on the
+	// execution server: one state, the server's.
 	if _, text, isErr := mcptest.Call(t, cs, "save_script", map[string]any{"name": "greet", "code": "import os\nprint('saved script ran in', os.getcwd())"}); isErr {
 		t.Fatalf("save_script: %q", text)
 	}
+	if _, err := os.Stat(filepath.Join(state, "scripts", "greet.py")); err != nil {
+		t.Errorf("save_script did not save on the execution server: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(frontState, "scripts")); err == nil {
+		t.Errorf("the front end keeps a script store of its own")
+	}
 	if out, _, _ := mcptest.Call(t, cs, "run_python", map[string]any{"script_name": "greet"}); out["stdout"] != "saved script ran in "+dir+"\n" {
 		t.Errorf("run_python script_name through the execution server: %v", out)
+	}
+	if out, _, _ := mcptest.Call(t, cs, "list_scripts", nil); out["count"] != 1.0 {
+		t.Errorf("list_scripts through the execution server: %v", out)
 	}
 }

@@ -11,9 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // build makes p's env under the key's exclusive lock: another process that
@@ -32,7 +29,7 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 		return "", err
 	}
 	defer l.close()
-	if err := l.lock(ctx, unix.LOCK_EX); err != nil {
+	if err := l.lock(ctx, lockEx); err != nil {
 		return "", fmt.Errorf("environment build: %w", err)
 	}
 	if _, err := os.Stat(m.layout.manifest(p.key)); err == nil {
@@ -67,7 +64,7 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 				return "", err
 			}
 			defer nl.close()
-			if err := nl.lock(ctx, unix.LOCK_EX); err != nil {
+			if err := nl.lock(ctx, lockEx); err != nil {
 				return "", fmt.Errorf("environment build: %w", err)
 			}
 			key = after.key
@@ -181,7 +178,7 @@ func (m *Manager) installWheels(ctx context.Context, p plan, tmpRoot, venv strin
 	if progress != nil {
 		progress(PhaseResolving, "resolving "+strings.Join(p.requirements, ", "))
 	}
-	args := append([]string{"pip", "install", "--no-build", "--python", filepath.Join(venv, "bin", "python")}, p.index.args()...)
+	args := append([]string{"pip", "install", "--no-build", "--python", VenvPython(venv)}, p.index.args()...)
 	args = append(args, p.requirements...)
 	_, err := m.uv.run(ctx, "/", nil, progress, args...)
 	return err
@@ -214,7 +211,7 @@ func (m *Manager) installConfined(ctx context.Context, p plan, tmpRoot, venv str
 		return Command{Env: append(m.confinedEnviron(cache), extraEnv...), Dir: dir,
 			Writable: []string{venv, cache}, Readable: readable}
 	}
-	python := filepath.Join(venv, "bin", "python")
+	python := VenvPython(venv)
 	idx := p.index.args()
 
 	report(PhaseCreating, "creating a virtual environment for Python "+p.pythonVersion+" (confined)")
@@ -266,7 +263,7 @@ func (m *Manager) installConfined(ctx context.Context, p plan, tmpRoot, venv str
 // writeNew creates path (which must not exist: no symlink is followed) and
 // writes data, readable by all.
 func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o644)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // manifestName is the file inside every published env describing it. Its
@@ -128,7 +126,7 @@ func (m *Manager) inUse(key string) bool {
 		return false
 	}
 	defer l.close()
-	ok, err := l.tryLock(unix.LOCK_EX)
+	ok, err := l.tryLock(lockEx)
 	return err == nil && !ok
 }
 
@@ -208,7 +206,7 @@ func (m *Manager) remove(key string) (bool, error) {
 		return false, err
 	}
 	defer l.close()
-	ok, err := l.tryLock(unix.LOCK_EX)
+	ok, err := l.tryLock(lockEx)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -257,7 +255,7 @@ func (m *Manager) cleanTmp() {
 		if err != nil {
 			continue
 		}
-		if got, _ := l.tryLock(unix.LOCK_EX); got {
+		if got, _ := l.tryLock(lockEx); got {
 			removeAll(path)
 		}
 		l.close()

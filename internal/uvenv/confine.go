@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // Which builds run where.
@@ -191,7 +190,7 @@ func adopt(dir string) error {
 		if err != nil {
 			return err
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
+		nlink, ok := linkCount(fi)
 		if !ok {
 			return fmt.Errorf("%s: no stat", p)
 		}
@@ -203,7 +202,7 @@ func adopt(dir string) error {
 			// A FIFO or socket has no place in an environment.
 			return os.Remove(p)
 		}
-		if d.Type().IsRegular() && st.Nlink > 1 {
+		if d.Type().IsRegular() && nlink > 1 {
 			return fmt.Errorf("the build left %s hard-linked to another file; refused", p)
 		}
 		if err := os.Lchown(p, uid, gid); err != nil {

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Strategies an Env reports as the run's execution_strategy.
@@ -352,7 +350,7 @@ func (m *Manager) acquire(p plan) (Env, func(), error) {
 	if err != nil {
 		return Env{}, nil, err
 	}
-	ok, err := l.tryLock(unix.LOCK_SH)
+	ok, err := l.tryLock(lockSh)
 	if err != nil || !ok { // building or being evicted: join the build path
 		l.close()
 		if err != nil {
@@ -370,7 +368,7 @@ func (m *Manager) acquire(p plan) (Env, func(), error) {
 		return Env{}, nil, fmt.Errorf("environment %s: %w", p.key, err)
 	}
 	dir := m.layout.env(p.key)
-	python := filepath.Join(dir, "bin", "python")
+	python := VenvPython(dir)
 	if _, err := os.Stat(python); err != nil {
 		l.close()
 		return Env{}, nil, fmt.Errorf("environment %s is broken (its python is gone; was the base interpreter %s removed?): %w", p.key, man.BasePython, err)

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/testutil/pyinterp"
@@ -447,7 +446,7 @@ print("failures:", failures)
 	cmd := exec.Command(env.Python, "-c", code, site)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "TMPDIR=/tmp"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	asNobody(t, cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("run as nobody: %v\n%s", err, out)

@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Named environments: a name bound to a Spec, kept under
@@ -134,7 +132,7 @@ func (m *Manager) lockNames(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.lock(ctx, unix.LOCK_EX); err != nil {
+	if err := l.lock(ctx, lockEx); err != nil {
 		l.close()
 		return nil, fmt.Errorf("named environments: %w", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // sealTimeout bounds the background bytecode compilation of one env.
@@ -70,7 +68,7 @@ func (m *Manager) seal(ctx context.Context, key string) error {
 		return err
 	}
 	defer l.close()
-	if err := l.lock(ctx, unix.LOCK_SH); err != nil {
+	if err := l.lock(ctx, lockSh); err != nil {
 		return fmt.Errorf("seal %s: %w", key, err)
 	}
 	man, err := readManifest(m.layout.manifest(key))
@@ -92,11 +90,11 @@ func (m *Manager) seal(ctx context.Context, key string) error {
 		if man.Confined {
 			return fmt.Errorf("seal %s: a confined build's env is not compiled by the server", key)
 		}
-		cmd := exec.CommandContext(ctx, filepath.Join(dir, "bin", "python"), append([]string{"-I", "-S", "-m", "compileall", "-q", "-j", "1"}, sites...)...)
+		cmd := exec.CommandContext(ctx, VenvPython(dir), append([]string{"-I", "-S", "-m", "compileall", "-q", "-j", "1"}, sites...)...)
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("seal %s: compile bytecode: %w", key, err)
 		}
-		unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 10)
+		lowerPriority(cmd.Process.Pid)
 		// A file that does not compile (a test fixture with a syntax error
 		// shipped in a wheel, say) makes compileall exit 1; the rest is
 		// compiled, which is all that matters.

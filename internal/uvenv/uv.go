@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -131,8 +130,7 @@ func (u uvRunner) run(ctx context.Context, dir string, extraEnv []string, progre
 	cmd := exec.CommandContext(ctx, u.path, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append([]string(nil), u.environ...), extraEnv...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	killTreeOnCancel(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
