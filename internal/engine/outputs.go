@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/pyexec/pyexec/internal/workspace"
 )
@@ -167,17 +166,6 @@ func pngSize(b []byte) (int, int) {
 		return 0, 0
 	}
 	return int(binary.BigEndian.Uint32(b[16:20])), int(binary.BigEndian.Uint32(b[20:24]))
-}
-
-// tmpRights are the rights of the user a run executed as, read from its
-// temp dir (the sandbox hands it to that user, or back to root when the
-// run falls back to root without capabilities).
-func tmpRights(tmpDir string) workspace.Rights {
-	var st syscall.Stat_t
-	if err := syscall.Stat(tmpDir, &st); err != nil || int(st.Uid) == os.Geteuid() && os.Geteuid() != 0 {
-		return workspace.ServerRights // the run executed as the server itself
-	}
-	return workspace.Rights{UID: st.Uid, GID: st.Gid}
 }
 
 // readBeneath reads dir/name as OpenBeneath opens it, at most limit bytes.

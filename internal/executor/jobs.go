@@ -260,3 +260,15 @@ func (l *LocalJobs) Prune(ctx context.Context, opts jobs.PruneOptions) (jobs.Pru
 func (l *LocalJobs) Subscribe(ctx context.Context, id string) (<-chan jobs.Event, func(), error) {
 	return l.m.Subscribe(ctx, id)
 }
+
+// JobArtifacts is implemented by job executors that keep what a job's run
+// displayed (jobs.Artifact): the local one, and a remote one over REST.
+type JobArtifacts interface {
+	// Artifact returns a stored artifact's bytes and media type.
+	Artifact(ctx context.Context, id, name string) ([]byte, string, error)
+}
+
+// Artifact implements JobArtifacts.
+func (l *LocalJobs) Artifact(ctx context.Context, id, name string) ([]byte, string, error) {
+	return l.m.Artifact(ctx, id, name)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -219,4 +220,20 @@ func (c *Client) jsonCall(ctx context.Context, method, path string, body, out an
 		return c.transportError(ctx, err, true)
 	}
 	return nil
+}
+
+// Artifact implements executor.JobArtifacts.
+func (c *Client) Artifact(ctx context.Context, id, name string) ([]byte, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.TimeoutBuffer+fileTimeout)
+	defer cancel()
+	resp, err := c.fileRequest(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/artifacts/"+url.PathEscape(name), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, "", c.transportError(ctx, err, true)
+	}
+	return data, resp.Header.Get("Content-Type"), nil
 }

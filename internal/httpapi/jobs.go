@@ -86,6 +86,27 @@ func (s *Server) jobRoutes(handle func(pattern, name string, o routeOpts, h http
 	handle("/v1/jobs/{id}/output", "job_output", sse, methods{http.MethodGet: s.handleJobOutput})
 	handle("/v1/jobs/{id}/events", "job_events", routeOpts{untracked: func(*http.Request) bool { return true }}, methods{http.MethodGet: s.handleJobEvents})
 	handle("/v1/jobs/{id}/cancel", "job_cancel", routeOpts{}, methods{http.MethodPost: s.handleCancelJob})
+	handle("/v1/jobs/{id}/artifacts/{name}", "job_artifact", routeOpts{}, methods{http.MethodGet: s.handleJobArtifact})
+}
+
+// handleJobArtifact is GET /v1/jobs/{id}/artifacts/{name}: the bytes of
+// something the job's run displayed (jobs.Artifact), as stored.
+func (s *Server) handleJobArtifact(w http.ResponseWriter, r *http.Request) {
+	ax, ok := s.jx.(executor.JobArtifacts)
+	if !ok {
+		writeError(w, newAPIError(http.StatusNotImplemented, CodeInternal, "this server keeps no job artifacts"))
+		return
+	}
+	data, mime, err := ax.Artifact(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", mime)
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(data)
 }
 
 func wantsSSE(r *http.Request) bool {

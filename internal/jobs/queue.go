@@ -170,6 +170,9 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 			LimitExceeded:     res.LimitExceeded,
 			Sandbox:           res.Sandbox,
 		}
+		if !lj.inMemory {
+			j.Run.Artifacts = m.writeArtifacts(j.ID, res.Display)
+		}
 		r := res
 		lj.result = &r
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -183,6 +184,52 @@ func (jt *jobTools) register(srv *mcp.Server) {
 	} {
 		srv.AddResourceTemplate(tmpl, jt.readResource)
 	}
+	if _, ok := jt.ex.(executor.JobArtifacts); ok {
+		srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "job-artifact", Title: "Job artifact", URITemplate: "job://{id}/artifacts/{name}",
+			Description: "Something a job's run displayed (a figure, an image, a table), kept with the job: the image as a blob, or the text form."},
+			jt.readArtifact)
+	}
+}
+
+// readArtifact serves job://ID/artifacts/NAME.
+func (jt *jobTools) readArtifact(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	rest, _ := strings.CutPrefix(uri, "job://")
+	id, name, ok := strings.Cut(rest, "/artifacts/")
+	ax, isAx := jt.ex.(executor.JobArtifacts)
+	if !ok || !isAx || id == "" || name == "" || strings.Contains(name, "/") {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	data, mime, err := ax.Artifact(ctx, id, name)
+	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	} else if err != nil {
+		return nil, err
+	}
+	c := &mcp.ResourceContents{URI: uri, MIMEType: mime}
+	if strings.HasPrefix(mime, "text/") {
+		c.Text = string(data)
+	} else {
+		c.Blob = data
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// artifactLinks are resource links to a finished job's displays.
+func artifactLinks(j jobs.Job) []*mcp.ResourceLink {
+	if j.Run == nil {
+		return nil
+	}
+	var out []*mcp.ResourceLink
+	for _, a := range j.Run.Artifacts {
+		if a.MIME == "" {
+			continue
+		}
+		size := int64(a.Bytes)
+		out = append(out, &mcp.ResourceLink{URI: jobs.ArtifactURI(j.ID, a.Name), Name: a.Name, MIMEType: a.MIME, Size: &size,
+			Title: fmt.Sprintf("%s of job %s (%dx%d)", a.Name, j.ID, a.Width, a.Height), Description: "An image the job's run displayed."})
+	}
+	return out
 }
 
 // runPython is run_python when the executor has jobs.
@@ -245,7 +292,13 @@ func (jt *jobTools) getJob(ctx context.Context, req *mcp.CallToolRequest, in Get
 	j.Request = nil // the caller sent it; do not echo up to 1 MiB of code on every poll
 	out := GetJobOutput{Job: j, Stdout: ch.Stdout, Stderr: ch.Stderr, NextStdoutOffset: ch.StdoutOffset, NextStderrOffset: ch.StderrOffset,
 		OutputDone: ch.Done && j.Status.Terminal()}
-	return render(in.Rendering, out, func() string { return renderJob(out) }), out, nil
+	res := render(in.Rendering, out, func() string { return renderJob(out) })
+	if j.Status.Terminal() {
+		for _, l := range artifactLinks(j) {
+			res.Content = append(res.Content, l)
+		}
+	}
+	return res, out, nil
 }
 
 func (jt *jobTools) cancelJob(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, jobs.Job, error) {
@@ -351,7 +404,31 @@ func renderJob(o GetJobOutput) string {
 	}
 	writeStream(&b, "new stdout", o.Stdout, int64(len(o.Stdout)), false)
 	writeStream(&b, "new stderr", o.Stderr, int64(len(o.Stderr)), false)
+	if o.Run != nil && len(o.Run.Artifacts) > 0 && o.Status.Terminal() {
+		writeArtifacts(&b, o.ID, o.Run.Artifacts)
+	}
 	return b.String()
+}
+
+// writeArtifacts lists what a finished job's run displayed: images by
+// their resource URI (linked in the result), text forms as they are.
+func writeArtifacts(b *strings.Builder, id string, as []jobs.Artifact) {
+	b.WriteString("\ndisplayed (kept with the job):\n")
+	for i, a := range as {
+		fmt.Fprintf(b, "%d. ", i+1)
+		if a.MIME != "" {
+			fmt.Fprintf(b, "[image: %dx%d %s, %s bytes: %s] ", a.Width, a.Height, a.MIME, present.Commas(int64(a.Bytes)), jobs.ArtifactURI(id, a.Name))
+		}
+		switch t := a.Text; {
+		case strings.HasPrefix(t, "|"):
+			b.WriteString("\n\n" + t + "\n\n")
+		case strings.Contains(t, "\n"):
+			b.WriteString("\n")
+			present.WriteFenced(b, t)
+		default:
+			b.WriteString(t + "\n")
+		}
+	}
 }
 
 // Resources.

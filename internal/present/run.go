@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/jobs"
 )
 
 // RunInput is one finished run to present.
@@ -44,6 +45,7 @@ type ImageInfo struct {
 	Bytes  int    `json:"bytes" jsonschema:"Size of the encoded image."`
 	Inline bool   `json:"inline" jsonschema:"True when the image is in the result's content; false when it was over the inline limits (8 images, 1 MB each)."`
 	Note   string `json:"note,omitempty" jsonschema:"Why it is not inline, or what the capture said about it."`
+	URI    string `json:"uri,omitempty" jsonschema:"job://ID/artifacts/NAME when the image is not inline and its job keeps it: read it with resources/read."`
 }
 
 // Image is an image to send inline.
@@ -89,7 +91,7 @@ func Run(in RunInput) View {
 	}
 
 	// Displays take up to a fifth of the budget, the streams the rest.
-	displays, dispText := presentDisplays(r.Display, budget/5, &v)
+	displays, dispText := presentDisplays(r.Display, budget/5, in.Where, &v)
 	streams := max(streamBudget(budget)-len(dispText), budget/2)
 	needs := []int{len(r.Stdout), len(r.Stderr)}
 	got := share(needs, streams)
@@ -205,7 +207,7 @@ var textMIMEs = []string{"text/markdown", "text/plain", "text/latex", "applicati
 // presentDisplays trims the bundles to budget characters (the best text
 // form of each in the markdown; the text forms in structured content) and
 // picks the images to send inline.
-func presentDisplays(ds []engine.Display, budget int, v *View) ([]engine.Display, string) {
+func presentDisplays(ds []engine.Display, budget int, where Where, v *View) ([]engine.Display, string) {
 	if len(ds) == 0 {
 		return nil, ""
 	}
@@ -239,6 +241,15 @@ func presentDisplays(ds []engine.Display, budget int, v *View) ([]engine.Display
 			default:
 				info.Inline = true
 				v.Images = append(v.Images, Image{MIME: mime, Data: raw})
+			}
+			if !info.Inline && where.JobID != "" {
+				// The job keeps it (jobs.Artifact): link it instead.
+				name := jobs.ArtifactName(i, mime)
+				info.URI = jobs.ArtifactURI(where.JobID, name)
+				info.Note = strings.Replace(info.Note, "save it to a file with savefig and read it with read_file", "kept with the job: "+info.URI, 1)
+				info.Note = strings.Replace(info.Note, "save it to a file and read it with read_file", "kept with the job: "+info.URI, 1)
+				v.Links = append(v.Links, Link{URI: info.URI, Name: name, Title: fmt.Sprintf("Image %d (%dx%d)", n, d.Width, d.Height),
+					MIME: mime, Size: int64(len(raw)), Description: "An image the run displayed, not sent inline: " + info.Note})
 			}
 			v.Extra.Images = append(v.Extra.Images, info)
 			ref := fmt.Sprintf("[image %d: %dx%d %s, %s bytes", n, d.Width, d.Height, mime, Commas(int64(len(raw))))

@@ -41,6 +41,9 @@ const (
 // component became a symlink or left the workspace.
 var ErrChanged = errors.New("changed while being opened (a symlink appeared on the way): refused")
 
+// ErrIsDir is wrapped by errors for a directory where a file was meant.
+var ErrIsDir = errors.New("is a directory")
+
 // Open opens the regular file at path (absolute, inside the workspace, as
 // Resolve returned it) for reading, race-free and with w's rights: it walks
 // down from the workspace directory one component at a time, through

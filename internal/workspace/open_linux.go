@@ -203,9 +203,6 @@ func checkFDStat(fd int, path string, w Rights, want uint32, dir bool) (*unix.St
 	return &st, nil
 }
 
-// ErrIsDir is wrapped by errors for a directory where a file was meant.
-var ErrIsDir = errors.New("is a directory")
-
 func accessName(want uint32) string {
 	switch want {
 	case permRead:
