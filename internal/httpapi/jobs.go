@@ -476,3 +476,12 @@ func jobErrorStatus(err error) *apiError {
 	}
 	return nil
 }
+
+// Artifact implements executor.JobArtifacts when the wrapped executor does.
+func (x *admittedJobs) Artifact(ctx context.Context, id, name string) ([]byte, string, error) {
+	ax, ok := x.JobExecutor.(executor.JobArtifacts)
+	if !ok {
+		return nil, "", newAPIError(http.StatusNotImplemented, CodeInternal, "this server keeps no job artifacts")
+	}
+	return ax.Artifact(ctx, id, name)
+}

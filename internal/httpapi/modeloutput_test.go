@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,8 +21,10 @@ import (
 
 // modelSessions serves one workspace cold and warm, in process, through a
 // remote execution server and over MCP's HTTP transport: what a model
-// sees must be the same everywhere.
-func modelSessions(t *testing.T) (fixture, map[string]*mcp.ClientSession) {
+// sees must be the same everywhere. With sharedState the servers share one
+// state dir (as pyexec processes may), so that an environment is built
+// once for all of them.
+func modelSessions(t *testing.T, sharedState bool) (fixture, map[string]*mcp.ClientSession) {
 	t.Helper()
 	f := newFixture(t)
 	if err := os.MkdirAll(filepath.Join(f.workspace, "sub"), 0o755); err != nil {
@@ -32,11 +35,11 @@ func modelSessions(t *testing.T) (fixture, map[string]*mcp.ClientSession) {
 	}
 	warm := func(c *engine.Config) { c.Warm = engine.WarmConfig{Spares: 1} }
 	cold := withJobs(t, f.local(t, nil))
-	f2 := f
-	f2.stateDir = t.TempDir()
+	f2, f3 := f, f
+	if !sharedState {
+		f2.stateDir, f3.stateDir = t.TempDir(), t.TempDir()
+	}
 	hot := withJobs(t, f2.local(t, warm))
-	f3 := f
-	f3.stateDir = t.TempDir()
 	ts, _ := serve(t, withJobs(t, f3.local(t, warm)), func(o *httpapi.Options) { o.Token = "tok"; o.SyncBudget = time.Minute })
 	// A generous buffer: the first info call lists interpreters, slow on a
 	// loaded machine.
@@ -50,6 +53,22 @@ func modelSessions(t *testing.T) (fixture, map[string]*mcp.ClientSession) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { overHTTP.Close() })
+	// pyexec mcp as a subprocess, over stdio, as an MCP client starts it.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdioState := f.stateDir
+	if !sharedState {
+		stdioState = t.TempDir()
+	}
+	cmd := exec.Command(exe, "mcp", "--workspace", f.workspace, "--state-dir", stdioState, "--sync-budget", "60", "--log-level", "error")
+	cmd.Env = append(os.Environ(), "PYEXEC_TEST_AS_CLI=1")
+	overStdio, err := newClient(nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { overStdio.Close() })
 	in := func(ex executor.Executor) *mcp.ClientSession {
 		srv := mcpserver.New(ex, mcpserver.Options{Version: testVersion, SyncBudget: time.Minute})
 		st, ct := mcp.NewInMemoryTransports()
@@ -70,6 +89,7 @@ func modelSessions(t *testing.T) (fixture, map[string]*mcp.ClientSession) {
 		"warm":   in(hot),
 		"remote": in(remote),
 		"http":   overHTTP,
+		"stdio":  overStdio,
 	}
 }
 
@@ -90,7 +110,7 @@ func callModel(t *testing.T, cs *mcp.ClientSession, tool string, args map[string
 // ~100 KB of JSON (about 25,000 tokens), its last line visible, and its full
 // output readable through the job the result links to.
 func TestModelSeesBudgetedOutput(t *testing.T) {
-	_, sessions := modelSessions(t)
+	_, sessions := modelSessions(t, false)
 	code := "import sys\nfor i in range(50000):\n    print('line %06d ' % i + 'x' * 90)\nprint('THE LAST LINE', file=sys.stderr)\nprint('END OF STDOUT')\n"
 	for name, cs := range sessions {
 		t.Run(name, func(t *testing.T) {
@@ -148,7 +168,7 @@ func TestModelSeesBudgetedOutput(t *testing.T) {
 // TestModelSeesErrorsItCanActOn: tracebacks name <code> and workspace
 // paths, the error is structured, and known fixes come as hints.
 func TestModelSeesErrorsItCanActOn(t *testing.T) {
-	f, sessions := modelSessions(t)
+	f, sessions := modelSessions(t, false)
 	cases := []struct {
 		name  string
 		args  map[string]any
@@ -210,7 +230,7 @@ func TestModelSeesPlotsAndTables(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs matplotlib, pandas and pillow with uv")
 	}
-	_, sessions := modelSessions(t)
+	_, sessions := modelSessions(t, true)
 	deps := []string{"matplotlib", "pandas", "pillow"}
 	code := `import matplotlib.pyplot as plt
 import pandas as pd
@@ -243,6 +263,11 @@ print("done")
 			if s["success"] != true {
 				t.Fatalf("run failed: %s", tx)
 			}
+			// The environment's font list, built once when it was made, is
+			// what matplotlib found: it scanned no fonts in this run.
+			if strings.Contains(s["stderr"].(string), "building the font cache") {
+				t.Errorf("matplotlib rebuilt its font cache in the run: %s", s["stderr"])
+			}
 			var images []*mcp.ImageContent
 			for _, c := range r.Content {
 				if im, ok := c.(*mcp.ImageContent); ok {
@@ -268,6 +293,54 @@ print("done")
 				if !strings.Contains(tx, want) {
 					t.Errorf("text lacks %q:\n%s", want, tx)
 				}
+			}
+		})
+	}
+}
+
+// TestModelSeesImagesBeyondInline: images a result cannot carry inline (one
+// over 1 MB, a ninth) come back as resource links to the kept job, readable
+// through every transport; no imaging library needed (PNGs made with zlib).
+func TestModelSeesImagesBeyondInline(t *testing.T) {
+	_, sessions := modelSessions(t, false)
+	code := `import os, struct, zlib
+def png(w, h, noise):
+    def chunk(t, d):
+        return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+    row = b'\x00' + (os.urandom(w * 3) if noise else b'\x80' * (w * 3))
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))
+            + chunk(b'IDAT', zlib.compress(row * h, 0 if noise else 6)) + chunk(b'IEND', b''))
+class Img:
+    def __init__(self, w, h, noise=0): self.a = (w, h, noise)
+    def _repr_png_(self): return png(*self.a)
+display(Img(640, 640, 1))
+for i in range(9):
+    display(Img(8, 8))
+`
+	for name, cs := range sessions {
+		t.Run(name, func(t *testing.T) {
+			r, s, size := callModel(t, cs, "run_python", map[string]any{"code": code})
+			wantOK(t, r)
+			id, _ := s["output_job_id"].(string)
+			if id == "" {
+				t.Fatalf("not kept: %s", text(r))
+			}
+			images, links := 0, map[string]bool{}
+			for _, c := range r.Content {
+				switch c := c.(type) {
+				case *mcp.ImageContent:
+					images++
+				case *mcp.ResourceLink:
+					links[c.URI] = true
+				}
+			}
+			big := "job://" + id + "/artifacts/display-1.png"
+			if images != 8 || !links[big] || !links["job://"+id+"/artifacts/display-10.png"] || size > 100_000 {
+				t.Fatalf("%d inline, links %v, %d bytes: %s", images, links, size, text(r))
+			}
+			rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: big})
+			if err != nil || rr.Contents[0].MIMEType != "image/png" || len(rr.Contents[0].Blob) <= 1<<20 {
+				t.Fatalf("read %s: %v", big, err)
 			}
 		})
 	}

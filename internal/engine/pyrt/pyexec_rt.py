@@ -75,6 +75,8 @@ class _PostImport:
 
     def find_spec(self, name, path=None, target=None):
         if name not in self._names or not _state:
+            if name == "matplotlib" and _state:
+                _seed_font_cache()
             return None
         for f in sys.meta_path:
             if f is self or not hasattr(f, "find_spec"):
@@ -98,6 +100,29 @@ class _PostImport:
 
         loader.exec_module = exec_module  # this module's own loader instance
         return spec
+
+
+def _seed_font_cache():
+    """Copy the environment's matplotlib font list (built once per
+    environment by the server, confined, and read-only here) into this
+    run's own config dir, so that matplotlib does not scan every font
+    again. Only when the config dir is pyexec's (the run's temp dir)."""
+    try:
+        conf = os.environ.get("MPLCONFIGDIR", "")
+        if conf != os.path.join(os.path.dirname(_state["out"]), "matplotlib"):
+            return
+        src = os.path.join(sys.prefix, ".pyexec-mpl")
+        names = [n for n in os.listdir(src) if n.startswith("fontlist-") and n.endswith(".json")]
+        if not names:
+            return
+        os.makedirs(conf, exist_ok=True)
+        for n in names:
+            dst = os.path.join(conf, n)
+            if not os.path.exists(dst):
+                with open(os.path.join(src, n), "rb") as f, open(dst, "xb") as g:
+                    g.write(f.read())
+    except Exception:  # noqa: BLE001 - without it matplotlib scans the fonts
+        pass
 
 
 def _clean_name(fn):
