@@ -226,7 +226,7 @@ func buildOpenAPI() ([]byte, error) {
 		"/v1/jobs/{id}/artifacts/{name}": obj{"get": obj{
 			"operationId": "jobArtifact",
 			"summary":     "Something the job's run displayed (a figure, an image), as stored: the job's run.artifacts lists them by name (display-N.png).",
-			"parameters": []any{jobID, obj{"name": "name", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The artifact's name, from run.artifacts."}},
+			"parameters":  []any{jobID, obj{"name": "name", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The artifact's name, from run.artifacts."}},
 			"responses": common(obj{
 				"200": obj{"description": "The artifact's bytes.", "content": obj{"image/png": obj{"schema": obj{"type": "string", "format": "binary"}}}},
 				"404": errResp("No such job or artifact."),
