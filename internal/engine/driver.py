@@ -106,6 +106,11 @@ def _zygote():
     keep = _startup_modules | (set(sys.modules) - before)
     global _rt
     _rt = _load_rt()
+    if _rt is not None and any(m == "matplotlib" or m.startswith("matplotlib.") or m == "IPython" or m.startswith("IPython.") for m in preload):
+        try:
+            _rt._load("pyexec_display")  # runs patch the preloaded modules at once: compile it once here
+        except Exception:  # noqa: BLE001 - loaded per run instead
+            pass
 
     import gc
     import signal
