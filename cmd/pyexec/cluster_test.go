@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/pyexec/pyexec/internal/testutil/proc"
 
 	"github.com/pyexec/pyexec/internal/testutil/gate"
 	"github.com/pyexec/pyexec/internal/testutil/pgtest"
@@ -295,28 +296,6 @@ func (rs *replicaSet) waitFinal(t *testing.T, base, id string) jobView {
 	return jobView{}
 }
 
-func pidAlive(pid int) bool {
-	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-	if err != nil {
-		return false
-	}
-	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return !strings.Contains(string(st), ") Z ") // a zombie is dead
-}
-
-func waitGone(t *testing.T, pids ...int) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for _, pid := range pids {
-		for pidAlive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d of the job is still alive", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
-
 // follower reads one job's output with one continuous cursor, each read
 // from the next of the given replicas in turn, and checks that offsets
 // never go backwards.
@@ -473,22 +452,23 @@ func TestReplicaSet(t *testing.T) {
 	})
 
 	t.Run("cancel from a non-owner kills the tree", func(t *testing.T) {
-		code := "import os, subprocess, sys, time\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\nprint(os.getpid(), p.pid, flush=True)\ntime.sleep(300)\n"
+		// A confined job has its own PID namespace: the pids it could print
+		// mean nothing here, so its child carries a mark the test finds.
+		mark := proc.Mark(t)
+		code := proc.Sleeper(mark) + "import time\nprint('started', flush=True)\ntime.sleep(300)\n"
 		id := rs.startJob(t, lb, code)
 		o := rs.owner(id)
 		other := rs.nodes[(o+1)%3].url
 		var f follower // print() writes its pieces one by one (-u): wait for the whole line
 		f.follow(t, []string{other}, id, func(chunkView) bool { return strings.Contains(f.out.String(), "\n") })
-		var pid, child int
-		fmt.Sscanf(f.out.String(), "%d %d", &pid, &child)
-		if !pidAlive(pid) || !pidAlive(child) {
-			t.Fatalf("job processes %d %d not running", pid, child)
+		if n := len(proc.Marked(mark)); n != 1 {
+			t.Fatalf("the job's child is not running (%d marked processes)", n)
 		}
 		var j jobView
 		if st := call(t, "POST", other+"/v1/jobs/"+id+"/cancel", nil, &j); st != 200 || j.Status != "cancelled" {
 			t.Fatalf("cancel from replica %d (owner %d): %d %+v", (o+1)%3, o, st, j)
 		}
-		waitGone(t, pid, child)
+		proc.WaitGone(t, mark, 15*time.Second)
 	})
 
 	t.Run("MCP session and stateless clients through the balancer", func(t *testing.T) {
@@ -599,7 +579,8 @@ func TestReplicaSet(t *testing.T) {
 	})
 
 	t.Run("kill -9 of the owner: node_lost within the bound, offsets never regress, claimed once", func(t *testing.T) {
-		id := rs.startJob(t, lb, fmt.Sprintf(countingJob, 100000, 0.05))
+		mark := proc.Mark(t)
+		id := rs.startJob(t, lb, proc.Sleeper(mark)+fmt.Sprintf(countingJob, 100000, 0.05))
 		o := rs.owner(id)
 		var others []string
 		for i, u := range urls() {
@@ -609,7 +590,6 @@ func TestReplicaSet(t *testing.T) {
 		}
 		var f follower
 		f.follow(t, others, id, func(chunkView) bool { return strings.Count(f.out.String(), "\n") > 10 })
-		pid, _ := counting(t, f.out.String())
 		killed := time.Now()
 		rs.kill9(o)
 		ch := f.follow(t, others, id, func(chunkView) bool { return false })
@@ -633,7 +613,7 @@ func TestReplicaSet(t *testing.T) {
 		if epoch != 1 {
 			t.Fatalf("job claimed %d times, want once", epoch)
 		}
-		waitGone(t, pid)
+		proc.WaitGone(t, mark, 15*time.Second)
 
 		// The killed replica comes back as a new node: it rejoins, the old
 		// node is dropped, and nothing of it is left running or unfinished.

@@ -24,6 +24,7 @@ type engineFlags struct {
 	defaultTimeout secondsFlag
 	maxTimeout     secondsFlag
 	outputCap      sizeFlag
+	tmpLimit       sizeFlag
 	maxWorkers     int
 	sandbox        sandboxFlags
 	deps           depsFlags // envs.go
@@ -43,6 +44,8 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	f.registerCommon(fs, "timeout in seconds for runs that set none (> 0)", "largest timeout in seconds a run that is not a job may get (batch entries, /v1/run, /execute); larger ones are capped (> 0)")
 	f.outputCap = sizeFlag(engine.DefaultOutputCap)
 	fs.Var(&f.outputCap, "output-cap", "bytes of each output stream returned inline (head and tail kept), like 1MiB")
+	f.tmpLimit = sizeFlag(engine.DefaultTmpLimit)
+	fs.Var(&f.tmpLimit, "tmp-limit", "total size of all runs' temp dirs (TMPDIR), held in memory and counted against each run's memory limit, like 2GiB; -1 keeps them on the state dir's disk, uncapped (Linux, as root)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
@@ -90,6 +93,7 @@ func (f *engineFlags) config() (engine.Config, error) {
 		DefaultTimeout: f.defaultTimeout.d,
 		MaxTimeout:     f.maxTimeout.d,
 		OutputCap:      int(f.outputCap),
+		TmpLimit:       int64(f.tmpLimit),
 		Deps:           f.deps.config(),
 		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
 	}, nil

@@ -52,6 +52,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(w, "inline code\t%s max\n", engine.FormatBytes(int64(l.MaxCodeBytes)))
 	fmt.Fprintf(w, "inline output\t%s per stream (head and tail kept)\n", engine.FormatBytes(int64(l.OutputCapBytes)))
 	fmt.Fprintf(w, "batch\t%d snippets, %d workers\n", l.MaxBatch, l.MaxWorkers)
+	if l.TmpLimitBytes > 0 {
+		fmt.Fprintf(w, "run temp dirs\t%s in total, in memory (each run's temp files also count against its memory limit)\n", engine.FormatBytes(l.TmpLimitBytes))
+	} else {
+		fmt.Fprintf(w, "run temp dirs\t%s\n", l.TmpNote)
+	}
 	switch {
 	case engine.WarmUnsupported != "":
 		fmt.Fprintf(w, "warm interpreters\toff: %s\n", engine.WarmUnsupported)

@@ -42,6 +42,9 @@ type Config struct {
 	StdinLimit int
 	OutputCap  int
 	KillGrace  time.Duration
+	// TmpLimit is the total size of all runs' temp dirs (0: DefaultTmpLimit,
+	// negative: not capped). Enforced as root on Linux (tmpquota_linux.go).
+	TmpLimit int64
 
 	// Deps configures dependency environments built with uv (environment.go).
 	Deps DepsConfig

@@ -20,15 +20,16 @@ import (
 
 // Engine runs Python requests. It is safe for concurrent use.
 type Engine struct {
-	cfg     Config
-	ws      *workspace.Root // the path rules (package workspace)
-	interps interpreters
-	envs    *uvenv.Manager     // dependency environments (environment.go)
-	caps    capsCache          // what the kernel can enforce (sandbox.go)
-	warm    *warmPool          // nil when warm interpreters are off (pool.go)
-	tmp     *tmpDirs           // the runs' temp dirs (tmpdirs.go)
-	watch   *workspace.Watcher // the files runs change (package workspace)
-	runAs   runAsCache         // recent run-as choices (sandbox.go)
+	cfg      Config
+	ws       *workspace.Root // the path rules (package workspace)
+	interps  interpreters
+	envs     *uvenv.Manager     // dependency environments (environment.go)
+	caps     capsCache          // what the kernel can enforce (sandbox.go)
+	warm     *warmPool          // nil when warm interpreters are off (pool.go)
+	tmp      *tmpDirs           // the runs' temp dirs (tmpdirs.go)
+	tmpQuota *tmpQuota          // the filesystem holding them (tmpquota.go)
+	watch    *workspace.Watcher // the files runs change (package workspace)
+	runAs    runAsCache         // recent run-as choices (sandbox.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -55,7 +56,11 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmp: newTmpDirs(tmpRoot(cfg.StateDir)), watch: workspace.NewWatcher(ws.HideTree(cfg.StateDir))}
+	quota, err := newTmpQuota(tmpRoot(cfg.StateDir), cfg.TmpLimit, cfg.Launcher)
+	if err != nil {
+		return nil, err
+	}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir), watch: workspace.NewWatcher(ws.HideTree(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
@@ -70,8 +75,12 @@ func (e *Engine) Close() error {
 	e.watch.Close()
 	e.tmp.close()
 	e.envs.Wait()
-	return nil
+	return e.tmpQuota.release()
 }
+
+// TmpLimit is the total size of all runs' temp dirs together (0: not
+// capped) and, when it is not capped, why.
+func (e *Engine) TmpLimit() (bytes int64, note string) { return e.tmpQuota.limit, e.tmpQuota.note }
 
 // settle waits for the background cleanup of finished runs (their temp
 // dirs and cgroups), so that what is left on disk is what a run left.

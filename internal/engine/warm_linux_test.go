@@ -445,6 +445,22 @@ func (w *warmPool) zygoteFor(t *testing.T) *zygote {
 	return nil
 }
 
+// waitZygote returns the pooled zygote once there is one: a run may be
+// served cold while its interpreter's fork server is still starting.
+func (w *warmPool) waitZygote(t *testing.T) *zygote {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if z := w.zygoteFor(t); z != nil {
+			return z
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fork server pooled 30 s after a run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Job runs inherit extra files (fd 3, ...) and a helper dir on PYTHONPATH:
 // the warm path passes both as the launcher does.
 func TestWarmExtras(t *testing.T) {
@@ -542,7 +558,7 @@ func TestWarmShrinkAndEvict(t *testing.T) {
 		t.Skip("needs a second interpreter")
 	}
 	mustRun(t, e2, Request{Code: "print(1)"})
-	first := e2.warm.zygoteFor(t)
+	first := e2.warm.waitZygote(t)
 	res := mustRun(t, e2, Request{Code: "import sys; print(sys.executable)", Python: other.Path})
 	if strings.TrimSpace(res.Stdout) != other.Path {
 		t.Fatalf("ran %q, want %s", res.Stdout, other.Path)

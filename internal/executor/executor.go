@@ -132,6 +132,8 @@ type Limits struct {
 	OutputCapBytes        int     `json:"output_cap_bytes" jsonschema:"Bytes of each stream returned inline; the middle of longer output is dropped."`
 	MaxBatch              int     `json:"max_batch" jsonschema:"Most snippets in one batch."`
 	MaxWorkers            int     `json:"max_workers" jsonschema:"Most batch entries run at once."`
+	TmpLimitBytes         int64   `json:"tmp_limit_bytes,omitempty" jsonschema:"Total size of all runs' temp dirs (TMPDIR) together; a run's temp files also count against its memory limit. Absent: not capped (see tmp_note)."`
+	TmpNote               string  `json:"tmp_note,omitempty" jsonschema:"Why run temp dirs are not capped, when they are not."`
 
 	// Background jobs (absent when the executor runs none).
 	JobTimeoutSeconds float64 `json:"job_timeout_seconds,omitempty" jsonschema:"Time limit of a run that continues as a background job (0 or absent: none); a request's own shorter timeout still applies."`

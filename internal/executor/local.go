@@ -105,6 +105,7 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	tmpLimit, tmpNote := l.eng.TmpLimit()
 	return Info{
 		Version:            l.version,
 		Workspace:          cfg.Workspace,
@@ -122,6 +123,8 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			OutputCapBytes:        cfg.OutputCap,
 			MaxBatch:              MaxBatch,
 			MaxWorkers:            l.maxWorkers,
+			TmpLimitBytes:         tmpLimit,
+			TmpNote:               tmpNote,
 		},
 		Sandbox: SandboxInfo{
 			Policy:       string(cfg.Sandbox.Policy),

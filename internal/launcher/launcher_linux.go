@@ -18,7 +18,10 @@ import (
 // one (argv[1] == Command) and never returns in that case. The pyexec main and
 // every test binary that runs Python call it first.
 func MaybeRun() {
-	if len(os.Args) < 2 || os.Args[1] != Command {
+	switch {
+	case len(os.Args) == 3 && os.Args[1] == UnmountCommand:
+		os.Exit(unmountOnExit(os.Args[2]))
+	case len(os.Args) < 2 || os.Args[1] != Command:
 		return
 	}
 	os.Exit(run())

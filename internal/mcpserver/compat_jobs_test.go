@@ -171,7 +171,9 @@ func TestCompatJobLifecycle(t *testing.T) {
 	waitFinished(t, cs, out["job_id"].(string))
 	out, _, _ = mcptest.Call(t, cs, "run_script_with_dependencies", map[string]any{"script_content": "import time\nprint('a', flush=True)\ntime.sleep(1.5)\nprint('b')"})
 	handoff, _ := out["job_id"].(string)
-	if handoff == "" || out["status"] != "running" || out["stdout"] != "a\n" {
+	// What was printed before the handoff comes with it; on a loaded machine
+	// Python may not have started printing within the 300 ms budget.
+	if handoff == "" || out["status"] != "running" || (out["stdout"] != "a\n" && out["stdout"] != "") {
 		t.Errorf("smart-async handoff: %v", out)
 	} else if fin := waitFinished(t, cs, handoff); fin["stdout"] != "a\nb\n" {
 		t.Errorf("handed-off job output: %v", fin)

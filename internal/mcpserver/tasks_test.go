@@ -233,7 +233,14 @@ func TestTaskTTL(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if jobID == "" {
-		t.Fatal("never saw the task's job")
+		// The ttl may have run out before the first tasks/get on a loaded
+		// machine; the server is this test's own, so its one job is the task's.
+		res := c.mustCall("tools/call", map[string]any{"name": "list_jobs", "arguments": map[string]any{}})
+		list := res["structuredContent"].(map[string]any)["jobs"].([]any)
+		if len(list) != 1 {
+			t.Fatalf("the server ran %d jobs, want the task's one: %v", len(list), list)
+		}
+		jobID = list[0].(map[string]any)["job_id"].(string)
 	}
 	deadline = time.Now().Add(20 * time.Second)
 	for {
