@@ -84,7 +84,7 @@ func TestJobToolsListed(t *testing.T) {
 		t.Fatalf("tools: %s", got)
 	}
 	tmpls, err := h.session.ListResourceTemplates(context.Background(), nil)
-	if err != nil || len(tmpls.ResourceTemplates) != 4 { // job://{id}, job://{id}/output, job-stream://{id}, pyexec://workspace/{+path}
+	if err != nil || len(tmpls.ResourceTemplates) != 5 { // job://{id}, job://{id}/output, job-stream://{id}, job://{id}/artifacts/{name}, pyexec://workspace/{+path}
 		t.Fatalf("templates %+v %v", tmpls, err)
 	}
 }
