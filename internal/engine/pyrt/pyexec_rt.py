@@ -138,8 +138,13 @@ def _excepthook(t, v, tb):
     if issubclass(t, KeyboardInterrupt):
         # Importing traceback (tokenize) would clear the interpreter's
         # "unhandled KeyboardInterrupt" flag and change the exit status.
+        # Importing json here would clear it too (on interpreters that have
+        # not imported json yet): the record is written by hand.
         sys.__excepthook__(t, v, tb)
-        emit({"kind": "error", "ename": t.__qualname__, "evalue": str(v), "traceback": []})
+        try:
+            emit_raw('{"kind": "error", "ename": %s, "evalue": %s, "traceback": []}' % (_q(t.__qualname__), _q(str(v))))
+        except Exception:  # noqa: BLE001
+            pass
         return
     try:
         import traceback
@@ -171,19 +176,31 @@ def _excepthook(t, v, tb):
         sys.__excepthook__(t, v, tb)
 
 
+def _q(s):
+    """s as a JSON string, without the json module."""
+    return '"' + "".join(c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c) for c in s) + '"'
+
+
 def emit(rec):
     """Append one record to the run's events file (main process only)."""
     if os.getpid() != _state.get("pid"):
         return
     import json
 
+    emit_raw(json.dumps(rec))
+
+
+def emit_raw(line):
+    """Append one JSON line to the run's events file (main process only)."""
+    if os.getpid() != _state.get("pid"):
+        return
     out = _state["out"]
     try:
         os.mkdir(out, 0o700)
     except FileExistsError:
         pass
     with open(os.path.join(out, "events.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps(rec) + "\n")
+        f.write(line + "\n")
 
 
 def new_file(ext):
