@@ -79,6 +79,8 @@ func TestDisplaysKeptWithTheJob(t *testing.T) {
 	})
 
 	t.Run("over budget", func(t *testing.T) {
+		// A budget no loaded machine misses: this run must end in the call.
+		h := newJobHarness(t, 5*time.Minute)
 		// A 1.2 MB image (noise does not compress) and nine small ones:
 		// the big one and the ninth small one cannot go inline.
 		code := pngCode + "display(Img(640, 640, noise=1))\nfor i in range(9):\n    display(Img(8, 8))\n"
