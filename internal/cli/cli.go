@@ -32,6 +32,7 @@ func commands() []command {
 		{"mcp", "serve MCP over stdio (the default way to use pyexec from an MCP client)", runMCP},
 		{"serve", "serve REST (/v1), the seed's /execute and MCP over HTTP (/mcp) on one listener", runServe},
 		{"run", "run Python code or a script from the terminal with the same engine", runRun},
+		{"sessions", "list or close the live Python sessions of a running server (sessions list | sessions close NAME)", runSessions},
 		{"envs", "list or prune the cached dependency environments (envs list | envs prune)", runEnvs},
 		{"doctor", "show what this machine offers: interpreters, uv, workspace, limits", runDoctor},
 		{"version", "print the version", runVersion},

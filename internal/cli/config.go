@@ -13,6 +13,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/session"
 )
 
 // engineFlags are the flags of every subcommand that runs Python.
@@ -31,6 +32,10 @@ type engineFlags struct {
 	warm           int
 	preload        string
 	maxUpload      sizeFlag
+
+	maxSessions     int
+	sessionIdle     secondsFlag
+	sessionLifetime secondsFlag
 }
 
 // engineEnv: the seeds' environment variables, accepted as aliases.
@@ -51,6 +56,11 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 	f.maxUpload = sizeFlag(executor.DefaultMaxUpload)
 	fs.Var(&f.maxUpload, "max-upload", "largest file write_file and PUT /v1/files accept, like 100MiB")
+	fs.IntVar(&f.maxSessions, "max-sessions", session.DefaultMaxSessions(), "most live Python sessions at once; past it session creation is refused")
+	f.sessionIdle = secondsFlag{d: 30 * time.Minute}
+	fs.Var(&f.sessionIdle, "session-idle-timeout", "seconds a session may stay unused before it is closed (> 0; a session may ask for its own idle_timeout)")
+	f.sessionLifetime = secondsFlag{d: 24 * time.Hour}
+	fs.Var(&f.sessionLifetime, "session-max-lifetime", "seconds a session may live at most (> 0)")
 }
 
 // registerRun adds the flags `pyexec run` uses: not the warm interpreters
@@ -154,6 +164,7 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	l := executor.NewLocal(eng, Version, f.maxWorkers)
 	l.SetRuff(ruff)
 	l.SetMaxUpload(int64(f.maxUpload))
+	l.ConfigureSessions(session.Config{MaxSessions: f.maxSessions, IdleTimeout: f.sessionIdle.d, MaxLifetime: f.sessionLifetime.d, StateDir: cfg.StateDir})
 	return l, nil
 }
 

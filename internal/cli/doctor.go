@@ -28,6 +28,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
 		return 1
 	}
+	defer ex.Engine().Close()
 	info, err := ex.Info(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)

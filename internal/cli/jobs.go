@@ -96,6 +96,7 @@ func openLocal(ctx context.Context, ef *engineFlags, jf *jobFlags, logger *slog.
 		if err := jx.Close(stopCtx); err != nil {
 			logger.Error("closing jobs", "err", err)
 		}
+		local.CloseSessions() // recorded: a restarted server lists them as lost
 		local.Engine().Close()
 	}
 	return jx, closeAll, nil

@@ -28,8 +28,9 @@ type Engine struct {
 	warm     *warmPool          // nil when warm interpreters are off (pool.go)
 	tmp      *tmpDirs           // the runs' temp dirs (tmpdirs.go)
 	tmpQuota *tmpQuota          // the filesystem holding them (tmpquota.go)
-	watch    *workspace.Watcher // the files runs change (package workspace)
 	runAs    runAsCache         // recent run-as choices (sandbox.go)
+	watch    *workspace.Watcher // the files runs change (package workspace)
+	live     sessionSet         // session interpreters (session_linux.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -60,7 +61,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir), watch: workspace.NewWatcher(ws.HideTree(cfg.StateDir))}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir, tmpRoot(cfg.StateDir)), watch: workspace.NewWatcher(ws.HideTree(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.warm = newWarmPool(e)
 	return e, nil
@@ -71,6 +72,7 @@ func New(cfg Config) (*Engine, error) {
 // first run has started. It stops the warm interpreters (runs still in
 // flight on them are killed). The engine must not be used afterwards.
 func (e *Engine) Close() error {
+	e.live.killAll()
 	e.closeWarm()
 	e.watch.Close()
 	e.tmp.close()
@@ -149,6 +151,7 @@ type prepared struct {
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
+	dedicated  bool       // a session: its warm interpreter serves nothing else (Extras.Dedicated)
 
 	sandbox      *sandbox.Spec
 	sandboxNotes []string
@@ -241,7 +244,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
 		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, rights: rights, extraFiles: x.ExtraFiles,
-		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes,
+		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes, dedicated: x.Dedicated,
 	}, nil
 }
 

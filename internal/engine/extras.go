@@ -27,6 +27,11 @@ type Extras struct {
 	// its confinement (an operator's --ruff binary), granted like the
 	// interpreter; nothing else about the run changes.
 	ReadOnly []string
+	// Dedicated marks a long-lived run (a session): on the warm path, the
+	// fork server that serves it is taken out of the pool and serves
+	// nothing else (its namespaces are the run's alone), and the pool
+	// starts a replacement.
+	Dedicated bool
 }
 
 func (x Extras) applyBefore(env *runEnv) {

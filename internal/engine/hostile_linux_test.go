@@ -139,8 +139,9 @@ func assertNothingLeft(t *testing.T, eng *Engine, ws, state string) {
 			t.Errorf("process %s outlived its run: %q", e.Name(), strings.ReplaceAll(string(cmd), "\x00", " "))
 		}
 	}
-	tmps, _ := os.ReadDir(filepath.Join(state, "tmp"))
-	tmps = slices.DeleteFunc(tmps, func(d os.DirEntry) bool { return eng.tmp.isSpare(filepath.Join(state, "tmp", d.Name())) })
+	root := eng.tmpQuota.dir // state/tmp, or the temp dir filesystem in it
+	tmps, _ := os.ReadDir(root)
+	tmps = slices.DeleteFunc(tmps, func(d os.DirEntry) bool { return eng.tmp.isSpare(filepath.Join(root, d.Name())) })
 	if len(tmps) > 0 {
 		t.Errorf("run temp dirs left: %v", tmps)
 	}

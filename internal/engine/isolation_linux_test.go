@@ -325,6 +325,11 @@ func TestWarmSupervisorDeathIsNotAnExitStatus(t *testing.T) {
 		done <- outcome{res, err}
 	}()
 	<-obs.seen
+	// The run's pid reaches the observer from the fork server's message,
+	// which may come after the run's first output.
+	for deadline := time.Now().Add(30 * time.Second); pids.pid.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	sup := parentOf(int(pids.pid.Load()))
 	if sup <= 1 {
 		t.Fatalf("no supervisor for pid %d", pids.pid.Load())
@@ -337,7 +342,7 @@ func TestWarmSupervisorDeathIsNotAnExitStatus(t *testing.T) {
 		t.Fatalf("want an internal error, got %+v %v", out.res, out.err)
 	}
 	var retired atomic.Bool
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !retired.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !retired.Load(); time.Sleep(10 * time.Millisecond) {
 		e.warm.reasonsMu.Lock()
 		retired.Store(len(e.warm.retiredBroken) > 0)
 		e.warm.reasonsMu.Unlock()

@@ -239,6 +239,9 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		w.retire(z)
 		return w.cold("warm interpreter lost")
 	}
+	if p.dedicated {
+		w.dedicate(z, p)
+	}
 	return r
 }
 

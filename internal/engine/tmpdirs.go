@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 )
@@ -12,8 +14,9 @@ import (
 // are made ahead in the background, and finished ones are removed after the
 // result is out. Close waits for both.
 type tmpDirs struct {
-	root  string
-	ready chan string
+	root     string
+	fallback string // where get makes them once root is gone (after Close)
+	ready    chan string
 
 	mu      sync.Mutex
 	closed  bool
@@ -27,8 +30,8 @@ type tmpDirs struct {
 // tmpDirsAhead is how many temp dirs are kept made ahead.
 const tmpDirsAhead = 4
 
-func newTmpDirs(root string) *tmpDirs {
-	t := &tmpDirs{root: root, ready: make(chan string, tmpDirsAhead), spare: map[string]bool{}, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+func newTmpDirs(root, fallback string) *tmpDirs {
+	t := &tmpDirs{root: root, fallback: fallback, ready: make(chan string, tmpDirsAhead), spare: map[string]bool{}, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	t.bg.Add(1)
 	go t.fill()
 	return t
@@ -74,6 +77,11 @@ func (t *tmpDirs) get() (string, error) {
 	}
 	t.refill()
 	d, err := os.MkdirTemp(t.root, "run-")
+	if errors.Is(err, fs.ErrNotExist) && t.fallback != "" {
+		// A run after Close: the temp dir filesystem is gone, the state
+		// dir's tmp/ is not.
+		d, err = os.MkdirTemp(t.fallback, "run-")
+	}
 	if err != nil {
 		return "", fmt.Errorf("create run temp dir: %w", err)
 	}

@@ -28,6 +28,8 @@ type Local struct {
 
 	quality   qualityRunner // format and lint (quality.go)
 	maxUpload int64         // largest file WriteFile accepts (files.go)
+
+	sessions localSessions // live Python sessions (sessions.go)
 }
 
 // NewLocal wraps eng. maxWorkers caps batch parallelism (0: the core count).

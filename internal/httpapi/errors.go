@@ -39,6 +39,9 @@ type ErrorDetail struct {
 	Code    string `json:"code" jsonschema:"Machine-readable error code: invalid_request, unauthorized, forbidden, not_found, method_not_allowed, conflict, payload_too_large, unsupported_media_type, busy, internal, unavailable, storage_full."`
 	Message string `json:"message" jsonschema:"Human-readable explanation saying what to change."`
 	Field   string `json:"field,omitempty" jsonschema:"The request field that was rejected, when one was."`
+	// For a refused session call: why (see package session).
+	SessionError string `json:"session_error,omitempty" jsonschema:"For a refused session call: not_found, exists, busy, limit or lost."`
+	LostReason   string `json:"lost_reason,omitempty" jsonschema:"For a lost session: why it ended (timeout, memory, killed, ...)."`
 }
 
 // apiError is an error with its HTTP status and wire form.
@@ -88,6 +91,9 @@ func toAPIError(err error) *apiError {
 		return newAPIError(http.StatusTooManyRequests, CodeBusy, "%s", be.Error())
 	}
 	if ae := jobErrorStatus(err); ae != nil {
+		return ae
+	}
+	if ae := sessionErrorStatus(err); ae != nil {
 		return ae
 	}
 	if ae := scriptErrorStatus(err); ae != nil {

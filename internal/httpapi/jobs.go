@@ -413,6 +413,7 @@ func boolParam(q url.Values, name string) (bool, error) {
 // job queue has its own limits and busy error).
 type admittedJobs struct {
 	executor.JobExecutor
+	sessionMethods
 	a *admitted
 }
 

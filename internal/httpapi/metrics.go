@@ -133,10 +133,11 @@ func outcomeOf(res engine.Result, err error) string {
 // REST, a tool error over MCP).
 type admitted struct {
 	executor.Executor
-	m     *metrics
-	runs  *ui.RunLog // what the audit page lists (nil: nothing recorded)
-	limit int64
-	n     atomic.Int64
+	sessionMethods // the executor's sessions, outside the run admission limit (sessions.go)
+	m              *metrics
+	runs           *ui.RunLog // what the audit page lists (nil: nothing recorded)
+	limit          int64
+	n              atomic.Int64
 }
 
 func (a *admitted) acquire(k int) error {

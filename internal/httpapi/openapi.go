@@ -12,6 +12,7 @@ import (
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/quality"
 	"github.com/pyexec/pyexec/internal/scripts"
+	"github.com/pyexec/pyexec/internal/session"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
 
@@ -68,6 +69,14 @@ var componentSchemas = []schemaEntry{
 	{"ScriptList", forType[ScriptList]()},
 	{"Script", forType[scripts.Script]()},
 	{"AutosaveRequest", forType[AutosaveRequest]()},
+	{"SessionCreateRequest", forType[session.CreateRequest]()},
+	{"SessionRunRequest", forType[SessionRunRequest]()},
+	{"Session", forType[session.Info]()},
+	{"SessionList", forType[SessionList]()},
+	{"SessionCellResult", forType[session.CellResult]()},
+	{"SessionHistory", forType[session.History]()},
+	{"SessionExportRequest", forType[SessionExportRequest]()},
+	{"SessionExportResult", forType[executor.SessionExportResult]()},
 }
 
 var openAPIDoc = sync.OnceValues(buildOpenAPI)
@@ -144,6 +153,7 @@ func buildOpenAPI() ([]byte, error) {
 		"429": errResp("Busy: too many runs in flight, or too many request bodies held (--max-body-memory); retry after the Retry-After seconds."),
 		"507": errResp("The server's state dir is full: free space there or prune jobs."),
 	}
+	sessionName := obj{"name": "name", "in": "path", "required": true, "schema": obj{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}, "description": "The session's name."}
 	paths := obj{
 		"/v1/run": obj{"post": obj{
 			"operationId": "run",
@@ -385,6 +395,69 @@ func buildOpenAPI() ([]byte, error) {
 			"summary":     "Keep the code of an inline run (what an MCP front end of this server sends); written in the background, dropped when the writer is behind.",
 			"requestBody": runBody("AutosaveRequest"),
 			"responses":   common(obj{"202": obj{"description": "Queued; name is the autosaved entry's name (empty when it was dropped).", "content": obj{"application/json": obj{"schema": obj{"type": "object"}}}}}),
+		}},
+		"/v1/sessions": obj{
+			"post": obj{
+				"operationId": "createSession",
+				"summary":     "Start a live Python session (one confined interpreter whose namespace persists across cells).",
+				"requestBody": runBody("SessionCreateRequest"),
+				"responses": common(obj{"201": resp("The new session; Location names it.", "Session"), "400": errResp("A bad name or setting."),
+					"409": errResp("The name is in use (session_error exists), or a lost session of that name is reported (session_error lost)."),
+					"429": errResp("--max-sessions reached (session_error limit); the message lists the open sessions.")}),
+			},
+			"get": obj{
+				"operationId": "listSessions",
+				"summary":     "Every session, oldest first, lost and expired ones included until their loss was reported.",
+				"responses":   common(obj{"200": resp("The sessions.", "SessionList")}),
+			},
+		},
+		"/v1/sessions/{name}": obj{
+			"get": obj{
+				"operationId": "getSession",
+				"summary":     "A session's status, settings, execution_count, times and memory.",
+				"parameters":  []any{sessionName},
+				"responses":   common(obj{"200": resp("The session.", "Session"), "404": errResp("No such session.")}),
+			},
+			"delete": obj{
+				"operationId": "closeSession",
+				"summary":     "Close a session: its whole process tree is killed; the final state (cells, peak memory, CPU) is returned.",
+				"parameters":  []any{sessionName},
+				"responses":   common(obj{"200": resp("The closed session.", "Session"), "404": errResp("No such session.")}),
+			},
+		},
+		"/v1/sessions/{name}/history": obj{"get": obj{
+			"operationId": "sessionHistory",
+			"summary":     "The cells a session ran, with outputs (each cut to 64 KiB), results and errors.",
+			"parameters":  []any{sessionName},
+			"responses":   common(obj{"200": resp("The history.", "SessionHistory"), "404": errResp("No such session.")}),
+		}},
+		"/v1/sessions/{name}/run": obj{"post": obj{
+			"operationId": "runCell",
+			"summary":     "Run a cell in the session, creating it (with the body's settings) when the name is free.",
+			"description": "An exception is a 200 with error set; a cell that costs the session (memory limit, an interrupt it ignored) is a 200 with status lost and lost_reason.",
+			"parameters":  []any{sessionName},
+			"requestBody": runBody("SessionRunRequest"),
+			"responses": common(merge(runErrors, obj{"200": resp("The cell's result.", "SessionCellResult"),
+				"409": errResp("The session is busy with another cell (session_error busy), or it was lost (session_error lost, reported once).")})),
+		}},
+		"/v1/sessions/{name}/interrupt": obj{"post": obj{
+			"operationId": "interruptSession",
+			"summary":     "Raise KeyboardInterrupt in the running cell; if it does not stop within the grace, the session is killed (interrupt_failed).",
+			"parameters":  []any{sessionName},
+			"responses":   common(obj{"200": resp("The session.", "Session"), "404": errResp("No such session.")}),
+		}},
+		"/v1/sessions/{name}/reset": obj{"post": obj{
+			"operationId": "resetSession",
+			"summary":     "Replace the session's interpreter by a fresh one with the same settings (no variables, execution_count 0).",
+			"parameters":  []any{sessionName},
+			"responses":   common(obj{"200": resp("The reset session.", "Session"), "404": errResp("No such session."), "409": errResp("Busy with a cell.")}),
+		}},
+		"/v1/sessions/{name}/export": obj{"post": obj{
+			"operationId": "exportSession",
+			"summary":     "Write the session's history as a Jupyter notebook (nbformat 4) at a .ipynb path in the workspace, written confined like a run.",
+			"parameters":  []any{sessionName},
+			"requestBody": runBody("SessionExportRequest"),
+			"responses":   common(obj{"200": resp("Where it was written.", "SessionExportResult"), "400": errResp("A bad path."), "404": errResp("No such session.")}),
 		}},
 		"/mcp": obj{"post": obj{
 			"operationId": "mcp",

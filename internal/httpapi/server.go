@@ -98,9 +98,10 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
-	adm     *admitted            // admission and metrics of sync runs
-	ex      executor.Executor    // what every front end here calls (adm, or admittedJobs)
-	jx      executor.JobExecutor // ex when the executor runs background jobs, else nil
+	adm     *admitted                // admission and metrics of sync runs
+	ex      executor.Executor        // what every front end here calls (adm, or admittedJobs)
+	jx      executor.JobExecutor     // ex when the executor runs background jobs, else nil
+	sx      executor.SessionExecutor // the executor's sessions, else nil
 	m       *metrics
 	runs    *ui.RunLog // recent sync runs, for the audit page
 	mcp     *mcp.Server
@@ -150,10 +151,13 @@ func NewServer(opts Options) (*Server, error) {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, m: newMetrics(opts.Version, opts.EnvBuilds), runs: ui.NewRunLog(0)}
-	s.adm = &admitted{Executor: opts.Executor, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
+	// Sessions bypass the run admission limit (a cell is not a new
+	// process; the sessions' own cap applies).
+	s.sx, _ = opts.Executor.(executor.SessionExecutor)
+	s.adm = &admitted{Executor: opts.Executor, sessionMethods: sessionMethods{s.sx}, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
 	s.ex = s.adm
 	if jx, ok := opts.Executor.(executor.JobExecutor); ok {
-		w := &admittedJobs{JobExecutor: jx, a: s.adm}
+		w := &admittedJobs{JobExecutor: jx, sessionMethods: sessionMethods{s.sx}, a: s.adm}
 		s.ex, s.jx = w, w
 		s.m.watchJobs(jx)
 	}
@@ -224,6 +228,9 @@ func (s *Server) routes() http.Handler {
 	s.uiRoutes(handle)
 	if s.opts.Scripts != nil {
 		s.scriptRoutes(handle) // scripts.go
+	}
+	if s.sx != nil {
+		s.sessionRoutes(handle) // sessions.go
 	}
 	handle("/", "unknown", routeOpts{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "no route %s %s; see GET /openapi.json", r.Method, r.URL.Path))

@@ -115,15 +115,28 @@ func runPythonOutputSchema() *jsonschema.Schema {
 func (o RunPythonOutput) MarshalJSON() ([]byte, error) {
 	type plain RunPythonOutput
 	b, err := json.Marshal(plain(o))
-	if err != nil || o.JobID == "" || (o.Status != "running" && o.Status != "pending") {
+	// error is a session cell's when there is one, else the run's uncaught
+	// exception (both embedded fields are named error; the shallower, the
+	// cell's, would hide the run's).
+	runErr := o.SessionCell.Error == nil && o.Result.Error != nil
+	if err != nil || !runErr && (o.JobID == "" || (o.Status != "running" && o.Status != "pending")) {
 		return b, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	for _, k := range unfinishedFields {
-		delete(m, k)
+	if runErr {
+		e, err := json.Marshal(o.Result.Error)
+		if err != nil {
+			return nil, fmt.Errorf("encode result: %w", err)
+		}
+		m["error"] = e
+	}
+	if o.JobID != "" && (o.Status == "running" || o.Status == "pending") {
+		for _, k := range unfinishedFields {
+			delete(m, k)
+		}
 	}
 	return json.Marshal(m)
 }

@@ -56,6 +56,8 @@ func toolsetInstructions(ts string) string {
 		return ` format_code and lint_code check code or a workspace file with ruff (lint select ["S"]: security rules); files change only with write: true.`
 	case ToolsetFiles:
 		return ` write_file puts data or code into the workspace, read_file and list_files get results back (a run's result lists the files it wrote).`
+	case ToolsetSessions:
+		return ` Plain runs share nothing between calls. For iterative work (load data once, then explore it), pass session=NAME to run_python: the code runs as a cell in a live session whose variables and imports persist; session_list, session_interrupt, session_reset and session_close manage sessions.`
 	case ToolsetEnvs:
 		return ` For packages used across many calls, env_create builds a named environment once; then pass env: NAME to run_python.`
 	}
@@ -78,7 +80,7 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	if sets == nil {
 		sets, _ = ParseToolsets(DefaultToolsets)
 	}
-	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetQuality, ToolsetEnvs, ToolsetCompat} {
+	for _, ts := range []string{ToolsetCore, ToolsetScripts, ToolsetQuality, ToolsetEnvs, ToolsetSessions, ToolsetCompat} {
 		if slices.Contains(sets, ts) && (ts != ToolsetScripts || opts.Scripts != nil) {
 			sopts.Instructions += toolsetInstructions(ts)
 		}

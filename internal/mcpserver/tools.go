@@ -21,6 +21,8 @@ type tools struct {
 	jobs    *jobTools        // nil when the executor has no background jobs (or no toolset needs them)
 	// jobsRegistered: the jobs toolset (tools and job:// resources) is on.
 	jobsRegistered bool
+	// sessionsOn: the sessions toolset is on and the executor keeps sessions.
+	sessionsOn bool
 	// resultChars and resultCap: a result's default size in characters,
 	// and the most a call may ask for (present.Budget).
 	resultChars, resultCap int
@@ -41,6 +43,7 @@ func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.Markdo
 type RunPythonInput struct {
 	engine.Request
 	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
+	Session    string `json:"session,omitempty" jsonschema:"Run the code as a cell in this live session (1-64 characters of A-Z a-z 0-9 _ . -): variables, imports and data persist between calls with the same session. A name not in use creates the session with this call's settings (session_created: true). Without it the run shares nothing with other calls."`
 	JobOptions
 	OutputBudget
 	Rendering
@@ -52,6 +55,7 @@ type RunPythonOutput struct {
 	engine.Result
 	Handoff
 	present.Extra
+	SessionCell
 }
 
 // RunPythonBatchInput is the input of run_python_batch.
@@ -80,7 +84,9 @@ func (t *tools) registerCore(srv *mcp.Server) {
 			"The code is written to a file and run as `python -u FILE ARGS...` with no shell, so quotes, $ and backslashes reach Python untouched. " +
 			"Supports args, stdin, cwd, env_vars, env_file, a choice of interpreter (python path or python_version) and a timeout that kills the whole process tree. " +
 			"Packages: list them in dependencies (PEP 508) or in a PEP 723 `# /// script` block; they are installed once with uv into a cached environment, so repeated calls start as fast as plain Python. " +
-			"A script inside a pyproject.toml project runs in that project's environment.",
+			"A script inside a pyproject.toml project runs in that project's environment. " +
+			"Each call without session is a fresh process that shares nothing with other calls (a variable set in one call is gone in the next). " +
+			"Pass session=NAME to run the code as a cell of a live session instead: variables, imports and loaded data persist across calls, the last expression's value is returned as result, and an exception ends the cell, not the session.",
 		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 		OutputSchema: runPythonOutputSchema(),
 	}, t.runPython)
@@ -102,6 +108,9 @@ func (t *tools) registerCore(srv *mcp.Server) {
 }
 
 func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	if in.Session != "" {
+		return t.runInSession(ctx, req, in)
+	}
 	inline, err := t.resolveScriptName(ctx, &in.Request, in.ScriptName)
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)

@@ -29,10 +29,14 @@ const (
 	// ToolsetFiles: write_file, read_file, list_files and the
 	// pyexec://workspace/ resources (files.go).
 	ToolsetFiles = "files"
+	// ToolsetSessions: session_create, session_list, session_close,
+	// session_reset, session_interrupt, session:// resources, and
+	// run_python's session field (sessions.go).
+	ToolsetSessions = "sessions"
 )
 
 // DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
-const DefaultToolsets = "core,jobs,scripts,quality,envs,files"
+const DefaultToolsets = "core,jobs,scripts,quality,envs,sessions,files"
 
 // toolset is a named group of tools and how to register it.
 type toolset struct {
@@ -50,6 +54,7 @@ func toolsets() []toolset {
 		{ToolsetQuality, (*tools).registerQuality},
 		{ToolsetEnvs, (*tools).registerEnvs},
 		{ToolsetFiles, (*tools).registerFiles},
+		{ToolsetSessions, (*tools).registerSessions},
 		{ToolsetCompat, (*tools).registerCompat},
 	}
 }

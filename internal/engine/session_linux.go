@@ -1,0 +1,408 @@
+//go:build linux
+
+package engine
+
+// Session interpreters: one long-lived run whose script is the session
+// driver (session_driver.py), fed cells over a socket on fd 3.
+//
+// A session is started exactly as a run is (prepare, then startProcess:
+// warm when a warm run could be, else cold), so it is confined exactly
+// like one: same policy and run-as user, Landlock, namespaces, seccomp, its
+// own cgroup whose memory and process limits hold for the whole session,
+// and a private temp dir. On the warm path the fork server that served it
+// is taken out of the pool for good (Extras.Dedicated): the session has
+// that fork server's PID and IPC namespaces to itself, and the pool starts
+// a replacement in the background. Everything a cell starts is in the
+// run's process tree and cgroup, and dies with the session.
+
+import (
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed session_driver.py
+var sessionDriverSource string
+
+// SessionProcess is one live session interpreter.
+type SessionProcess struct {
+	e      *Engine
+	conn   *net.UnixConn
+	cancel context.CancelFunc
+
+	pid     int // the interpreter, in this server's PID namespace
+	python  string
+	started time.Time
+
+	msgs chan sessionMsg // from the driver; closed when the socket closes
+
+	done     chan struct{} // closed once the run is over
+	final    Result
+	finalErr error
+
+	wmu  sync.Mutex   // one frame at a time on conn
+	cell atomic.Int64 // the cell last sent (what an interrupt is for)
+
+	mu         sync.Mutex
+	killReason string        // why the server ended it (empty: it ended by itself)
+	interrupts chan struct{} // an interrupt was sent to the running cell
+	proc       *os.Process
+}
+
+// sessionMsg is one frame from the driver.
+type sessionMsg struct {
+	Kind        string     `json:"kind"`
+	N           int        `json:"n"`
+	PID         int        `json:"pid"`
+	Python      string     `json:"python"`
+	Result      *string    `json:"result"`
+	Error       *CellError `json:"error"`
+	Interrupted bool       `json:"interrupted"`
+	Code        int        `json:"code"`
+}
+
+// StartSession starts a session interpreter for req (its code is ignored:
+// the session driver runs instead) that lives at most lifetime. ctx bounds
+// the start only.
+func (e *Engine) StartSession(ctx context.Context, req Request, lifetime time.Duration) (*SessionProcess, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "session-ctl"), os.NewFile(uintptr(fds[1]), "session-ctl-child")
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	req.Code, req.ScriptPath, req.Args, req.Stdin = sessionDriverSource, "", nil, ""
+	runCtx, cancel := context.WithCancel(context.Background())
+	sp := &SessionProcess{e: e, conn: fc.(*net.UnixConn), cancel: cancel, msgs: make(chan sessionMsg, 4),
+		done: make(chan struct{}), interrupts: make(chan struct{}, 1), started: time.Now()}
+	pidc := make(chan int, 1)
+	obs := sessionObserver{started: func(pid int) {
+		select {
+		case pidc <- pid:
+		default:
+		}
+	}}
+	e.live.add(sp)
+	go func() {
+		defer close(sp.done)
+		defer e.live.remove(sp)
+		res, err := e.RunWith(runCtx, req, obs, Extras{Timeout: lifetime, ExtraFiles: []*os.File{theirs}, Dedicated: true})
+		theirs.Close()
+		sp.final, sp.finalErr = res, err
+		sp.conn.Close()
+	}()
+	go sp.read()
+
+	fail := func(err error) (*SessionProcess, error) {
+		sp.Kill("start failed")
+		<-sp.done
+		return nil, err
+	}
+	var ready sessionMsg
+	select {
+	case m, ok := <-sp.msgs:
+		if !ok || m.Kind != "ready" {
+			<-sp.done
+			if sp.finalErr != nil {
+				return nil, sp.finalErr
+			}
+			why := strings.TrimSpace(sp.final.Stderr)
+			if why == "" {
+				why = "exit status " + strconv.Itoa(sp.final.ExitCode)
+			}
+			return nil, fmt.Errorf("the session interpreter did not start: %s", why)
+		}
+		ready = m
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	select {
+	case sp.pid = <-pidc:
+	case <-sp.done:
+		return nil, fmt.Errorf("the session interpreter exited at once: %s", strings.TrimSpace(sp.final.Stderr))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	sp.python = ready.Python
+	if p, err := os.FindProcess(sp.pid); err == nil {
+		sp.proc = p // a pidfd on Linux: never a recycled pid
+	}
+	return sp, nil
+}
+
+type sessionObserver struct{ started func(int) }
+
+func (o sessionObserver) Started(pid int)           { o.started(pid) }
+func (o sessionObserver) Output(s Stream, p []byte) {}
+
+// maxSessionFrame bounds one frame from the driver (a cell's result repr is
+// cut at 1 MiB there).
+const maxSessionFrame = 8 << 20
+
+func (sp *SessionProcess) read() {
+	defer close(sp.msgs)
+	var head [4]byte
+	for {
+		if _, err := io.ReadFull(sp.conn, head[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(head[:])
+		if n > maxSessionFrame {
+			sp.Kill("the session sent a malformed message")
+			return
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(sp.conn, buf); err != nil {
+			return
+		}
+		var m sessionMsg
+		if json.Unmarshal(buf, &m) != nil {
+			continue
+		}
+		sp.msgs <- m
+	}
+}
+
+// PID is the interpreter's pid (in the server's PID namespace).
+func (sp *SessionProcess) PID() int { return sp.pid }
+
+// Python is the interpreter's version.
+func (sp *SessionProcess) Python() string { return sp.python }
+
+// Done is closed once the interpreter and its whole tree are gone.
+func (sp *SessionProcess) Done() <-chan struct{} { return sp.done }
+
+// End is how the run ended (after Done): the server's reason when it killed
+// it, the run's result, and an error when it could not be run at all.
+func (sp *SessionProcess) End() (killReason string, res Result, err error) {
+	<-sp.done
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.killReason, sp.final, sp.finalErr
+}
+
+// Kill ends the session's whole tree (TERM, a grace, KILL), remembering
+// why (the first reason wins).
+func (sp *SessionProcess) Kill(reason string) {
+	sp.mu.Lock()
+	if sp.killReason == "" {
+		sp.killReason = reason
+	}
+	sp.mu.Unlock()
+	sp.cancel()
+}
+
+// Interrupt raises KeyboardInterrupt in the running cell (SIGINT to the
+// interpreter; between cells the driver ignores it). RunCell then gives the
+// cell grace to stop before it kills the session.
+func (sp *SessionProcess) Interrupt() error {
+	if err := sp.sigint(); err != nil {
+		return err
+	}
+	select {
+	case sp.interrupts <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// sigint interrupts the running cell: an "I<n>" frame naming it first,
+// then SIGINT. The frame lets the driver tell an interrupt that came
+// before the cell's first instruction (kept) from one that came after the
+// cell it was for had ended (dropped).
+func (sp *SessionProcess) sigint() error {
+	if sp.proc == nil {
+		return errors.New("the session's process is not known")
+	}
+	frame := []byte("I" + strconv.Itoa(int(sp.cell.Load())))
+	var head [4]byte
+	binary.BigEndian.PutUint32(head[:], uint32(len(frame)))
+	sp.wmu.Lock()
+	_, err := sp.conn.Write(append(head[:], frame...))
+	sp.wmu.Unlock()
+	if err != nil {
+		return ErrSessionEnded
+	}
+	if err := sp.proc.Signal(syscall.SIGINT); err != nil {
+		return fmt.Errorf("interrupt: %w", err)
+	}
+	return nil
+}
+
+// Memory reports the interpreter's resident set now and its peak (bytes),
+// from /proc; zeros when it is gone.
+func (sp *SessionProcess) Memory() (now, peak int64) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(sp.pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			now = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return now, peak
+}
+
+// cellDrain bounds how long a cell's output is still read after the cell
+// ended: only a process the cell left running can keep its pipes open.
+const cellDrain = 250 * time.Millisecond
+
+// RunCell runs one cell (number n) and returns what it produced. timeout
+// and a cancelled ctx interrupt the cell; when it has not stopped grace
+// later, the session is killed (reason "timeout" or "interrupt_failed") and
+// the error is ErrSessionEnded. An interrupt (Interrupt) gets the same
+// grace.
+func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration) (CellResult, error) {
+	select {
+	case <-sp.done:
+		return CellResult{}, ErrSessionEnded
+	default:
+	}
+	select { // an interrupt sent between cells is void
+	case <-sp.interrupts:
+	default:
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return CellResult{}, fmt.Errorf("cell stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return CellResult{}, fmt.Errorf("cell stderr pipe: %w", err)
+	}
+	body := append([]byte("C"+strconv.Itoa(n)+"\n"), code...)
+	var head [4]byte
+	binary.BigEndian.PutUint32(head[:], uint32(len(body)))
+	start := time.Now()
+	sp.wmu.Lock()
+	sp.cell.Store(int64(n))
+	_, _, werr := sp.conn.WriteMsgUnix(head[:], unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
+	outW.Close()
+	errW.Close()
+	if werr == nil {
+		_, werr = sp.conn.Write(body)
+	}
+	sp.wmu.Unlock()
+	if werr != nil {
+		outR.Close()
+		errR.Close()
+		return CellResult{}, ErrSessionEnded
+	}
+	stdout, stderr := newCapture(sp.e.cfg.OutputCap), newCapture(sp.e.cfg.OutputCap)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go pump(&readers, outR, stdout, Stdout, nil)
+	go pump(&readers, errR, stderr, Stderr, nil)
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var graceC <-chan time.Time
+	var timedOut bool
+	lostReason := ""
+	interrupt := func(reason string) {
+		if graceC != nil {
+			return
+		}
+		if lostReason == "" {
+			lostReason = reason
+		}
+		_ = sp.sigint()
+		graceC = time.After(grace)
+	}
+	ctxDone := ctx.Done()
+	var msg sessionMsg
+	got := false
+wait:
+	for {
+		select {
+		case m, ok := <-sp.msgs:
+			if !ok {
+				break wait
+			}
+			if (m.Kind == "done" || m.Kind == "exit") && m.N == n {
+				msg, got = m, true
+				break wait
+			}
+		case <-timer.C:
+			timedOut = true
+			interrupt("timeout")
+		case <-ctxDone:
+			ctxDone = nil
+			interrupt("interrupt_failed")
+		case <-sp.interrupts:
+			lostReason = "interrupt_failed"
+			graceC = time.After(grace)
+		case <-graceC:
+			sp.Kill(lostReason)
+			graceC = nil
+		case <-sp.done:
+			break wait
+		}
+	}
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	wait := cellDrain
+	if !got {
+		wait = drainGrace
+	}
+	select {
+	case <-drained:
+	case <-time.After(wait):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	res := CellResult{ElapsedSeconds: time.Since(start).Seconds(), TimedOut: timedOut,
+		StdoutBytes: stdout.Total(), StderrBytes: stderr.Total()}
+	if timedOut {
+		fmt.Fprintf(stderr, "\n[TIMEOUT] the cell was interrupted after %.1fs (timeout %gs)\n", res.ElapsedSeconds, timeout.Seconds())
+	}
+	res.Stdout, res.StdoutTruncated = stdout.Text()
+	res.Stderr, res.StderrTruncated = stderr.Text()
+	if !got {
+		return res, ErrSessionEnded
+	}
+	res.Result, res.Error, res.Interrupted = msg.Result, msg.Error, msg.Interrupted
+	if msg.Kind == "exit" {
+		code := msg.Code
+		res.Exited = &code
+	}
+	return res, nil
+}
