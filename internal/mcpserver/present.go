@@ -107,6 +107,16 @@ func runPythonOutputSchema() *jsonschema.Schema {
 		panic(err)
 	}
 	s.Required = slices.DeleteFunc(s.Required, func(f string) bool { return slices.Contains(unfinishedFields, f) })
+	// error is a session cell's exception or a plain run's (MarshalJSON).
+	cell, err1 := jsonschema.For[engine.CellError](nil)
+	run, err2 := jsonschema.For[engine.RunError](nil)
+	if err1 != nil || err2 != nil {
+		panic(fmt.Sprint(err1, err2))
+	}
+	s.Properties["error"] = &jsonschema.Schema{
+		Description: "The exception that ended the run: for a plain run, the uncaught exception ({ename, evalue, traceback: [lines]}); for a session cell, the exception that ended the cell (the session survives it).",
+		AnyOf:       []*jsonschema.Schema{run, cell},
+	}
 	return s
 }
 
