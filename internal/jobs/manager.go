@@ -291,7 +291,7 @@ func (m *Manager) timeoutFor(req engine.Request) time.Duration {
 // Start queues req as a new job and returns it (pending, or running when a
 // slot was free). It returns ErrBusy when MaxQueue jobs are already waiting.
 func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (Job, error) {
-	lj, err := m.start(ctx, req, label, true)
+	lj, err := m.start(ctx, req, label, true, nil)
 	if err != nil {
 		return Job{}, err
 	}
@@ -299,8 +299,10 @@ func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (
 }
 
 // start creates a job. anyNode lets a shared store's queue give it to any
-// replica; otherwise (synchronous runs) it runs here.
-func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool) (*liveJob, error) {
+// replica; otherwise (synchronous runs) it runs here. With lazy set (only
+// for a job that runs here) it stays in memory until it must be kept
+// (spill.go).
+func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool, lazy *lazyOptions) (*liveJob, error) {
 	if m.cfg.Validate != nil {
 		if err := m.cfg.Validate(ctx, req); err != nil {
 			return nil, err
@@ -345,7 +347,9 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 		return nil, fmt.Errorf("%w (%d pending, %d running; limits: --max-queue %d, --max-concurrent %d)",
 			ErrBusy, len(m.queue), m.running, m.cfg.MaxQueue, m.cfg.MaxConcurrent)
 	}
-	if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
+	if lazy != nil {
+		lj.lazy, lj.inMemory = *lazy, true
+	} else if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
 		if IsStorageFull(err) {
 			return nil, m.stateFull("cannot record a new job", err)
 		}
