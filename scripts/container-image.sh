@@ -30,7 +30,7 @@ export CONTAINERS_CONF="$WORK/containers.conf"
 
 bases() {
 	# The Debian mirror this machine's apt uses (MIRROR overrides it).
-	local mirror=${MIRROR:-$(grep -rhoE '^(deb|URIs:) +[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | awk '{print $NF}' | grep -v security | head -1)}
+	local mirror=${MIRROR:-$(grep -hoE '^(deb|URIs:) +[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources 2>/dev/null | awk '{print $NF}' | grep -E '/debian/?$' | head -1)}
 	[ -d "$WORK/rootfs" ] || debootstrap --variant=minbase bookworm "$WORK/rootfs" "$mirror"
 	rm -rf "$WORK/rootfs-ca" && cp -a "$WORK/rootfs" "$WORK/rootfs-ca"
 	# Registries are reached here through a TLS-inspecting proxy whose CA is
