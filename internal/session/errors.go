@@ -61,9 +61,6 @@ func sameSettings(have, want Settings) error {
 	if want.Limits != nil && (have.Limits == nil || *want.Limits != *have.Limits) {
 		return differ("limits", fmtLimits(have), *want.Limits)
 	}
-	if len(want.Dependencies) > 0 && fmt.Sprint(want.Dependencies) != fmt.Sprint(have.Dependencies) {
-		return &engine.RequestError{Field: "dependencies", Message: fmt.Sprintf("the session was created with dependencies %v; installing packages into a running session is not supported yet: create a new session with every dependency you need (the environment is cached, so it starts fast the next time)", have.Dependencies)}
-	}
 	return nil
 }
 

@@ -82,6 +82,7 @@ type session struct {
 	running                int
 	runningSince           time.Time
 	history                []HistoryCell
+	installed              []string // requirements installed into its overlay, in order
 	dropped                int
 	peak                   int64
 	cpu                    float64
@@ -363,7 +364,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 
 func (m *Manager) infoLocked(s *session) Info {
 	in := Info{Name: s.name, Label: s.label, Status: s.status, LostReason: s.lostReason, LostDetail: s.lostDetail,
-		Settings: s.settings, Python: s.python, ExecutionCount: s.count, CreatedAt: s.created, LastUsedAt: s.lastUsed,
+		Settings: s.settings, Installed: slices.Clone(s.installed), Python: s.python, ExecutionCount: s.count, CreatedAt: s.created, LastUsedAt: s.lastUsed,
 		StartSeconds: s.startSecs, PeakMemory: s.peak, CPUSeconds: s.cpu}
 	switch s.status {
 	case StatusIdle:
@@ -436,7 +437,23 @@ func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
 	n := s.count + 1
 	s.status, s.running, s.runningSince = StatusBusy, n, time.Now()
 	proc := s.proc
+	missing := s.missingLocked(req.Dependencies)
 	m.mu.Unlock()
+
+	if len(missing) > 0 {
+		if _, err := proc.Install(ctx, missing); err != nil {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			s.running = 0
+			if s.status == StatusBusy {
+				s.status = StatusIdle
+			}
+			return CellResult{}, &engine.RequestError{Field: "dependencies", Message: fmt.Sprintf("installing %s into session %q failed, so the cell did not run (the session and its variables are unchanged): %v", strings.Join(missing, ", "), s.name, err)}
+		}
+		m.mu.Lock()
+		s.installed = append(s.installed, missing...)
+		m.mu.Unlock()
+	}
 
 	cell, runErr := proc.RunCell(ctx, n, req.Code, timeout, m.cfg.InterruptGrace)
 
@@ -444,7 +461,7 @@ func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
 	defer m.mu.Unlock()
 	s.count, s.running, s.lastUsed = n, 0, time.Now()
 	m.recordLocked(s, n, req.Code, cell)
-	out := CellResult{CellResult: cell, Session: s.name, ExecutionCount: n, SessionCreated: created, Python: s.python}
+	out := CellResult{CellResult: cell, Session: s.name, ExecutionCount: n, SessionCreated: created, Python: s.python, Installed: missing}
 	switch {
 	case errors.Is(runErr, engine.ErrSessionEnded):
 		m.mu.Unlock()
@@ -604,4 +621,21 @@ func (m *Manager) Reset(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("reset: the new interpreter did not start (the session is gone): %w", err)
 	}
 	return m.Get(ctx, name)
+}
+
+// missingLocked is what of want the session has neither been created with
+// nor installed since (compared as written, after trimming).
+func (s *session) missingLocked(want []string) []string {
+	have := map[string]bool{}
+	for _, d := range append(slices.Clone(s.settings.Dependencies), s.installed...) {
+		have[strings.TrimSpace(d)] = true
+	}
+	var out []string
+	for _, d := range want {
+		if d = strings.TrimSpace(d); d != "" && !have[d] {
+			have[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
 }

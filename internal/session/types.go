@@ -18,7 +18,7 @@ import (
 type Settings struct {
 	Python        string            `json:"python,omitempty" jsonschema:"Path of the Python interpreter of the session."`
 	PythonVersion string            `json:"python_version,omitempty" jsonschema:"Python version of the session, like 3.12, among the interpreters installed on the server."`
-	Dependencies  []string          `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements installed (with uv, cached) into the session's environment when it is created."`
+	Dependencies  []string          `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements. At creation the session starts in their cached environment; on a later call, those it lacks are installed (with uv, confined) into the session's own package overlay and the cell imports them at once, no restart."`
 	Cwd           string            `json:"cwd,omitempty" jsonschema:"Working directory of the session, inside the workspace. Default: the workspace root."`
 	EnvVars       map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables of the session."`
 	EnvFile       string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace, loaded before env_vars."`
@@ -71,6 +71,7 @@ type Info struct {
 	LostReason     string    `json:"lost_reason,omitempty" jsonschema:"Why a lost session ended: timeout, interrupt_failed, memory, processes, cpu, file_size, killed, crashed, exited, max_lifetime or server_restarted."`
 	LostDetail     string    `json:"lost_detail,omitempty" jsonschema:"What happened, in words."`
 	Settings       Settings  `json:"settings" jsonschema:"What it was created with."`
+	Installed      []string  `json:"installed,omitempty" jsonschema:"Requirements installed into its package overlay after creation (dependencies of later calls)."`
 	Python         string    `json:"python_version_used,omitempty" jsonschema:"Version of its interpreter."`
 	ExecutionCount int       `json:"execution_count" jsonschema:"Cells run so far."`
 	CreatedAt      time.Time `json:"created_at" jsonschema:"When it was created."`
@@ -96,6 +97,7 @@ type CellResult struct {
 	LostDetail     string    `json:"lost_detail,omitempty" jsonschema:"When the cell cost the session: what happened, in words."`
 	ExpiresAt      time.Time `json:"expires_at,omitempty" jsonschema:"When the session will be closed unless used again."`
 	Python         string    `json:"python_version_used,omitempty" jsonschema:"Version of the session's interpreter."`
+	Installed      []string  `json:"installed,omitempty" jsonschema:"Requirements this call installed into the session's own package overlay before the cell ran."`
 }
 
 // HistoryCell is one cell as the history keeps it (outputs cut to
