@@ -147,3 +147,41 @@ func TestSessionPackagesMidSession(t *testing.T) {
 		t.Fatalf("pip under network deny: %+v", r)
 	}
 }
+
+// A session in a named environment (env_create) uses its packages, a later
+// call may not switch environments, and later dependencies go into the
+// session's overlay on top of it.
+func TestSessionNamedEnvironment(t *testing.T) {
+	if _, err := uvenv.FindUV(os.Environ()); err != nil {
+		t.Skip(err)
+	}
+	e, err := engine.New(engine.Config{Workspace: t.TempDir(), StateDir: t.TempDir(), Python: pyinterp.Real(t),
+		Deps: engine.DepsConfig{Index: uvenv.IndexSettings{NoIndex: true, Offline: true, FindLinks: []string{wheels.Dir(t)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(e, Config{})
+	t.Cleanup(func() { m.Shutdown(); e.Close() })
+	ctx := context.Background()
+	if _, err := e.CreateNamedEnv(ctx, "analysis", engine.EnvSpec{Dependencies: []string{"pyexec-alpha==2.0"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Session: "named", Settings: Settings{Env: "nowhere"}}); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("a session in a missing named environment: %v", err)
+	}
+	r, err := m.Run(ctx, RunRequest{Session: "named", Code: "import pyexec_alpha\npyexec_alpha.__version__", Settings: Settings{Env: "analysis"}})
+	if err != nil || r.Result == nil || *r.Result != "'2.0'" || !r.SessionCreated {
+		t.Fatalf("cell in the named environment: %+v, %v", r, err)
+	}
+	if _, err := m.Run(ctx, RunRequest{Session: "named", Code: "1", Settings: Settings{Env: "other"}}); err == nil || !strings.Contains(err.Error(), "env") {
+		t.Fatalf("switching environments: %v", err)
+	}
+	r, err = m.Run(ctx, RunRequest{Session: "named", Code: "import pyexec_tool\npyexec_tool.NAME", Settings: Settings{Dependencies: []string{"pyexec-tool"}}})
+	if err != nil || r.Result == nil || *r.Result != "'pyexec_tool'" {
+		t.Fatalf("dependencies over a named environment: %+v, %v", r, err)
+	}
+	in, _ := m.Get(ctx, "named")
+	if in.Settings.Env != "analysis" || fmt.Sprint(in.Installed) != "[pyexec-tool]" {
+		t.Fatalf("info: %+v", in)
+	}
+}

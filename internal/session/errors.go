@@ -46,7 +46,7 @@ func sameSettings(have, want Settings) error {
 	str := []struct {
 		field, a, b string
 	}{
-		{"python", have.Python, want.Python}, {"python_version", have.PythonVersion, want.PythonVersion},
+		{"python", have.Python, want.Python}, {"env", have.Env, want.Env}, {"python_version", have.PythonVersion, want.PythonVersion},
 		{"cwd", have.Cwd, want.Cwd}, {"env_file", have.EnvFile, want.EnvFile},
 		{"sandbox", have.Sandbox, want.Sandbox}, {"network", have.Network, want.Network},
 	}

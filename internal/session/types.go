@@ -17,6 +17,7 @@ import (
 // session must not ask for different ones.
 type Settings struct {
 	Python        string            `json:"python,omitempty" jsonschema:"Path of the Python interpreter of the session."`
+	Env           string            `json:"env,omitempty" jsonschema:"Name of a named environment (env_create) the session runs in: its interpreter and packages. Cannot be combined with dependencies, python or python_version at creation; dependencies of later calls go into the session's own overlay on top of it."`
 	PythonVersion string            `json:"python_version,omitempty" jsonschema:"Python version of the session, like 3.12, among the interpreters installed on the server."`
 	Dependencies  []string          `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements. At creation the session starts in their cached environment; on a later call, those it lacks are installed (with uv, confined) into the session's own package overlay and the cell imports them at once, no restart."`
 	Cwd           string            `json:"cwd,omitempty" jsonschema:"Working directory of the session, inside the workspace. Default: the workspace root."`
@@ -29,12 +30,12 @@ type Settings struct {
 
 // FromRequest takes the creation settings out of a run request.
 func FromRequest(r engine.Request) Settings {
-	return Settings{Python: r.Python, PythonVersion: r.PythonVersion, Dependencies: r.Dependencies, Cwd: r.Cwd,
+	return Settings{Python: r.Python, Env: r.Env, PythonVersion: r.PythonVersion, Dependencies: r.Dependencies, Cwd: r.Cwd,
 		EnvVars: r.EnvVars, EnvFile: r.EnvFile, Sandbox: r.Sandbox, Network: r.Network, Limits: r.Limits}
 }
 
 func (s Settings) request() engine.Request {
-	return engine.Request{Python: s.Python, PythonVersion: s.PythonVersion, Dependencies: s.Dependencies, Cwd: s.Cwd,
+	return engine.Request{Python: s.Python, Env: s.Env, PythonVersion: s.PythonVersion, Dependencies: s.Dependencies, Cwd: s.Cwd,
 		EnvVars: s.EnvVars, EnvFile: s.EnvFile, Sandbox: s.Sandbox, Network: s.Network, Limits: s.Limits}
 }
 

@@ -28,6 +28,9 @@ type TargetInstall struct {
 	Confine Confiner
 }
 
+// overlayKey names the overlay installs' temp dirs and lock.
+const overlayKey = "overlay"
+
 // InstallTarget installs t's requirements into t.Target with uv, confined
 // as the run user, and returns uv's report (its last lines).
 func (m *Manager) InstallTarget(ctx context.Context, t TargetInstall) (string, error) {
@@ -45,7 +48,17 @@ func (m *Manager) InstallTarget(ctx context.Context, t TargetInstall) (string, e
 	if m.uv.path == "" {
 		return "", fmt.Errorf("install %s: %w", strings.Join(t.Requirements, ", "), m.uvErr)
 	}
-	tmpRoot, err := os.MkdirTemp(m.layout.tmp(), "overlay-")
+	// Held shared while the install runs: cleanTmp removes a .tmp entry
+	// only once its key's lock is free (several installs share the key).
+	l, err := openLock(m.layout.lock(overlayKey))
+	if err != nil {
+		return "", err
+	}
+	defer l.close()
+	if err := l.lock(ctx, lockSh); err != nil {
+		return "", fmt.Errorf("overlay install: %w", err)
+	}
+	tmpRoot, err := os.MkdirTemp(m.layout.tmp(), overlayKey+"-")
 	if err != nil {
 		return "", fmt.Errorf("overlay install: %w", err)
 	}
