@@ -292,8 +292,9 @@ const cellDrain = 250 * time.Millisecond
 // and a cancelled ctx interrupt the cell; when it has not stopped grace
 // later, the session is killed (reason "timeout" or "interrupt_failed") and
 // the error is ErrSessionEnded. An interrupt (Interrupt) gets the same
-// grace.
-func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration) (CellResult, error) {
+// grace. obs, when set, hears the cell's output as it comes (a job-backed
+// cell's logs).
+func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration, obs Observer) (CellResult, error) {
 	select {
 	case <-sp.done:
 		return CellResult{}, ErrSessionEnded
@@ -334,8 +335,8 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 	stdout, stderr := newCapture(sp.e.cfg.OutputCap), newCapture(sp.e.cfg.OutputCap)
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go pump(&readers, outR, stdout, Stdout, nil)
-	go pump(&readers, errR, stderr, Stderr, nil)
+	go pump(&readers, outR, stdout, Stdout, obs)
+	go pump(&readers, errR, stderr, Stderr, obs)
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

@@ -36,6 +36,9 @@ type SyncOptions struct {
 	// the caller cancelled. Synchronous tools set it so that only handed-off
 	// runs appear in list_jobs and the store does not grow with every call.
 	Ephemeral bool
+	// Run, when set, executes the job instead of Config.Run (a session's
+	// cell: work bound to this process).
+	Run RunFunc
 }
 
 // SyncOutcome is the result of RunSync: either the run's Result (it finished
@@ -64,7 +67,7 @@ func (o SyncOutcome) HandedOff() bool { return o.Result == nil }
 // If the RunFunc fails (the request could not be run at all), its error is
 // returned together with the failed job.
 func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOptions) (SyncOutcome, error) {
-	lj, err := m.start(ctx, req, opts.Label, false)
+	lj, err := m.start(ctx, req, opts.Label, false, opts.Run)
 	if err != nil {
 		return SyncOutcome{}, err
 	}

@@ -140,14 +140,22 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 		return nil, RunPythonOutput{}, &engine.RequestError{Field: "args", Message: "cannot be combined with session: a session has one sys.argv; set variables in the code instead"}
 	case r.Stdin != "":
 		return nil, RunPythonOutput{}, &engine.RequestError{Field: "stdin", Message: "cannot be combined with session: read workspace files instead"}
-	case in.Mode == "async":
-		return nil, RunPythonOutput{}, &engine.RequestError{Field: "mode", Message: "async is not supported with session yet: a cell runs synchronously, up to its timeout"}
 	}
-	cell, err := sx.SessionRun(ctx, session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r)}, progressTo(ctx, req))
+	if err := in.JobOptions.check(t.jobs != nil); err != nil {
+		return nil, RunPythonOutput{}, toolError(err)
+	}
+	rr := session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r), Async: in.Mode == "async"}
+	if t.jobs != nil && t.jobs.budget > 0 {
+		rr.SyncBudget = t.jobs.budget.Seconds()
+	}
+	cell, err := sx.SessionRun(ctx, rr, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := cellOutput(cell)
+	if cell.JobID != "" {
+		return render(in.Rendering, out, func() string { return renderCellJob(out) }), out, nil
+	}
 	return render(in.Rendering, out, func() string { return renderCell(out) }), out, nil
 }
 
@@ -172,7 +180,26 @@ func cellOutput(c session.CellResult) RunPythonOutput {
 		e := c.ExpiresAt
 		sc.ExpiresAt = &e
 	}
-	return RunPythonOutput{Result: res, SessionCell: sc}
+	out := RunPythonOutput{Result: res, SessionCell: sc}
+	if c.JobID != "" {
+		out.Success = false
+		out.Handoff = Handoff{JobID: c.JobID, Status: c.JobStatus, NextStdoutOffset: c.NextStdoutOffset, NextStderrOffset: c.NextStderrOffset}
+		if c.NextStdoutOffset == 0 && c.NextStderrOffset == 0 && c.Stdout == "" && c.Stderr == "" {
+			out.Message = fmt.Sprintf("Cell started as background job %s in session %s. Follow it with get_job(job_id=%q, wait=30); stop it with session_interrupt or cancel_job. The session is busy until the cell ends.", c.JobID, c.Session, c.JobID)
+		} else {
+			out.Message = fmt.Sprintf("Cell %d is still running after the sync budget: it continues as background job %s and session %s stays busy until it ends. Output so far is included; get the rest with get_job(job_id=%q, stdout_offset=%d, stderr_offset=%d, wait=30) (its stdout ends with Out[N]: the cell's value), or stop it with session_interrupt.",
+				c.ExecutionCount, c.JobID, c.Session, c.JobID, c.NextStdoutOffset, c.NextStderrOffset)
+		}
+	}
+	return out
+}
+
+func renderCellJob(o RunPythonOutput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**still running** · session `%s` · job `%s` · %s\n\n%s\n", o.SessionCell.Session, o.JobID, o.Handoff.Status, o.Message)
+	writeStream(&b, "stdout so far", o.Stdout, o.NextStdoutOffset, false)
+	writeStream(&b, "stderr so far", o.Stderr, o.NextStderrOffset, false)
+	return b.String()
 }
 
 func renderCell(o RunPythonOutput) string {

@@ -22,6 +22,7 @@ type Error struct {
 	Kind    string `json:"kind"`
 	Session string `json:"session,omitempty"`
 	Reason  string `json:"lost_reason,omitempty"`
+	Job     string `json:"job_id,omitempty"` // busy: the job running the cell
 	Message string `json:"message"`
 }
 

@@ -81,6 +81,7 @@ type session struct {
 	lastUsed               time.Time
 	running                int
 	runningSince           time.Time
+	runningJob             string // the job backing the running cell, if any
 	history                []HistoryCell
 	installed              []string // requirements installed into its overlay, in order
 	dropped                int
@@ -333,7 +334,22 @@ func (m *Manager) goneError(s *session) error {
 }
 
 func (m *Manager) busyError(s *session) error {
-	return &Error{Kind: KindBusy, Session: s.name, Message: fmt.Sprintf("session %q is busy running cell %d (for %.1fs); wait for it, or stop it with session_interrupt. One cell runs at a time per session.", s.name, s.running, time.Since(s.runningSince).Seconds())}
+	job := ""
+	if s.runningJob != "" {
+		job = fmt.Sprintf(" as job %s (get_job reads its output)", s.runningJob)
+	}
+	return &Error{Kind: KindBusy, Session: s.name, Job: s.runningJob, Message: fmt.Sprintf("session %q is busy running cell %d%s for %.1fs; wait for it, or stop it with session_interrupt. One cell runs at a time per session.", s.name, s.running, job, time.Since(s.runningSince).Seconds())}
+}
+
+// Busy returns the busy error when the session exists and runs a cell (so
+// a call can be refused before a job is made for it), else nil.
+func (m *Manager) Busy(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[name]; ok && s.status == StatusBusy {
+		return m.busyError(s)
+	}
+	return nil
 }
 
 // Get describes one session.
@@ -371,7 +387,7 @@ func (m *Manager) infoLocked(s *session) Info {
 		in.IdleSeconds = time.Since(s.lastUsed).Seconds()
 		in.ExpiresAt = m.expiresLocked(s)
 	case StatusBusy:
-		in.RunningCell, in.RunningSeconds = s.running, time.Since(s.runningSince).Seconds()
+		in.RunningCell, in.RunningSeconds, in.RunningJob = s.running, time.Since(s.runningSince).Seconds(), s.runningJob
 		in.ExpiresAt = m.expiresLocked(s)
 	}
 	if s.proc != nil && (s.status == StatusIdle || s.status == StatusBusy) {
@@ -392,6 +408,13 @@ func (m *Manager) expiresLocked(s *session) time.Time {
 // Run runs one cell, creating the session first when the name is not in
 // use (with the request's settings).
 func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
+	return m.RunObserved(ctx, req, "", nil)
+}
+
+// RunObserved is Run for a cell backed by a job: job names it (in the busy
+// error and the session's info) and obs hears the cell's output as it
+// comes.
+func (m *Manager) RunObserved(ctx context.Context, req RunRequest, job string, obs engine.Observer) (CellResult, error) {
 	if err := checkName(req.Session); err != nil {
 		return CellResult{}, err
 	}
@@ -435,7 +458,7 @@ func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
 		}
 	}
 	n := s.count + 1
-	s.status, s.running, s.runningSince = StatusBusy, n, time.Now()
+	s.status, s.running, s.runningSince, s.runningJob = StatusBusy, n, time.Now(), job
 	proc := s.proc
 	missing := s.missingLocked(req.Dependencies)
 	m.mu.Unlock()
@@ -444,7 +467,7 @@ func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
 		if _, err := proc.Install(ctx, missing); err != nil {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			s.running = 0
+			s.running, s.runningJob = 0, ""
 			if s.status == StatusBusy {
 				s.status = StatusIdle
 			}
@@ -455,11 +478,11 @@ func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
 		m.mu.Unlock()
 	}
 
-	cell, runErr := proc.RunCell(ctx, n, req.Code, timeout, m.cfg.InterruptGrace)
+	cell, runErr := proc.RunCell(ctx, n, req.Code, timeout, m.cfg.InterruptGrace, obs)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.count, s.running, s.lastUsed = n, 0, time.Now()
+	s.count, s.running, s.runningJob, s.lastUsed = n, 0, "", time.Now()
 	m.recordLocked(s, n, req.Code, cell)
 	out := CellResult{CellResult: cell, Session: s.name, ExecutionCount: n, SessionCreated: created, Python: s.python, Installed: missing}
 	switch {

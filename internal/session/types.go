@@ -53,6 +53,12 @@ type RunRequest struct {
 	Session string  `json:"session"`
 	Code    string  `json:"code"`
 	Timeout float64 `json:"timeout,omitempty"`
+	// SyncBudget, when > 0 and the server has jobs, is how long the call
+	// waits for the cell (seconds) before the cell continues as a job and
+	// the call returns the output so far and the job id.
+	SyncBudget float64 `json:"sync_budget,omitempty"`
+	// Async starts the cell as a job and returns at once.
+	Async bool `json:"async,omitempty"`
 	Settings
 }
 
@@ -81,6 +87,7 @@ type Info struct {
 	IdleSeconds    float64   `json:"idle_seconds" jsonschema:"Seconds since its last call ended (0 while busy)."`
 	RunningCell    int       `json:"running_cell,omitempty" jsonschema:"While busy: the number of the running cell."`
 	RunningSeconds float64   `json:"running_seconds,omitempty" jsonschema:"While busy: how long the running cell has run."`
+	RunningJob     string    `json:"running_job_id,omitempty" jsonschema:"While busy with a cell that became a background job: its job id (get_job)."`
 	StartSeconds   float64   `json:"start_seconds" jsonschema:"How long creating its interpreter took."`
 	MemoryBytes    int64     `json:"memory_bytes,omitempty" jsonschema:"Resident memory of its interpreter now."`
 	PeakMemory     int64     `json:"peak_memory_bytes,omitempty" jsonschema:"Peak memory: of its interpreter while it lives; of its whole cgroup once it ended."`
@@ -99,6 +106,12 @@ type CellResult struct {
 	ExpiresAt      time.Time `json:"expires_at,omitempty" jsonschema:"When the session will be closed unless used again."`
 	Python         string    `json:"python_version_used,omitempty" jsonschema:"Version of the session's interpreter."`
 	Installed      []string  `json:"installed,omitempty" jsonschema:"Requirements this call installed into the session's own package overlay before the cell ran."`
+	// Set when the cell continues as a background job (Status busy): its
+	// id, and the output so far is in Stdout/Stderr.
+	JobID            string `json:"job_id,omitempty"`
+	JobStatus        string `json:"job_status,omitempty"`
+	NextStdoutOffset int64  `json:"next_stdout_offset,omitempty"`
+	NextStderrOffset int64  `json:"next_stderr_offset,omitempty"`
 }
 
 // HistoryCell is one cell as the history keeps it (outputs cut to
