@@ -50,7 +50,7 @@ func toolsetInstructions(ts string) string {
 	case ToolsetQuality:
 		return ` format_code and lint_code check code or a workspace file with ruff (lint select ["S"]: security rules); files change only with write: true.`
 	case ToolsetSessions:
-		return ` Plain runs share nothing between calls. For iterative work (load data once, then explore it), pass session=NAME to run_python: the code runs as a cell in a live session whose variables and imports persist; session_list, session_interrupt, session_reset and session_close manage sessions.`
+		return ` Plain runs share nothing between calls. For iterative work (load data once, then explore it), pass session=NAME to run_python: the code runs as a cell in a live session whose variables and imports persist; dependencies on a later call (or pip install in a cell) install into that session alone; a long cell becomes a job (get_job) and the session stays busy until it ends; session_list, session_interrupt, session_reset and session_close manage sessions.`
 	case ToolsetEnvs:
 		return ` For packages used across many calls, env_create builds a named environment once; then pass env: NAME to run_python.`
 	}
