@@ -21,7 +21,7 @@ import (
 
 // SessionRun implements SessionExecutor with job-backed cells.
 func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, progress ProgressFunc) (session.CellResult, error) {
-	if req.SyncBudget <= 0 && !req.Async {
+	if req.SyncBudget <= 0 && !req.Async && req.OnJob == nil {
 		return l.Local.SessionRun(ctx, req, progress)
 	}
 	m := l.SessionManager()
@@ -68,6 +68,10 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 	}
 	so := jobs.SyncOptions{Label: label, Budget: time.Duration(req.SyncBudget * float64(time.Second)), Ephemeral: true, Run: run,
 		OnStart: func(j jobs.Job) { idc <- j.ID }}
+	if req.OnJob != nil { // an MCP task: the task is the wait, the job is kept
+		so.Budget, so.Ephemeral = 0, false
+		so.OnStart = func(j jobs.Job) { req.OnJob(j.ID); idc <- j.ID }
+	}
 	var c counter
 	stop := c.heartbeat(progress, func(p *Progress) {
 		p.Message = fmt.Sprintf("cell running in session %s for %.1fs", req.Session, p.ElapsedSeconds)

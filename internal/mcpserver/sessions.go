@@ -148,6 +148,14 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 	if t.jobs != nil && t.jobs.budget > 0 {
 		rr.SyncBudget = t.jobs.budget.Seconds()
 	}
+	if tk := taskFrom(ctx); tk != nil {
+		// A task is the wait for the cell: no handoff; locally the cell is
+		// a kept job the task names (cancelling the task interrupts it).
+		rr.SyncBudget, rr.Async = 0, false
+		if t.jobs != nil {
+			rr.OnJob = tk.setJob
+		}
+	}
 	cell, err := sx.SessionRun(ctx, rr, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)

@@ -59,6 +59,9 @@ type RunRequest struct {
 	SyncBudget float64 `json:"sync_budget,omitempty"`
 	// Async starts the cell as a job and returns at once.
 	Async bool `json:"async,omitempty"`
+	// OnJob, when set (in process only: an MCP task), makes the cell a
+	// job that is kept and never handed off, and hears its id.
+	OnJob func(jobID string) `json:"-"`
 	Settings
 }
 
