@@ -1,9 +1,17 @@
-// Command pybench measures pyexec against starting Python directly, in one
-// run on one machine, and prints a markdown table with every row as a ratio
-// to row (a), the resolved real interpreter running print(1) cold.
+// Command pybench measures pyexec against starting Python directly and
+// against the simplest MCP server a user could run instead, in one run on
+// one machine, and prints a markdown table with every row as a ratio to two
+// baselines measured in the same run: (a) a clean interpreter's
+// `python -c pass` (a fresh venv of the default interpreter: no
+// site-packages .pth files; the headline) and (a0) the default
+// interpreter's own.
 //
 //	go run ./bench/pybench            # from the module root
 //	go run ./bench/pybench -n 500 -heavy sympy
+//
+// The peer row (p) runs bench/pybench/peer.py, a minimal server on the
+// official `mcp` package, in a venv uv makes (uv fetches `mcp` from the
+// package registry the first time; -peer=false skips the row).
 //
 // It builds the pyexec binary itself (for the MCP rows) and runs the engine
 // in-process (so this binary doubles as the per-run launcher).
@@ -48,16 +56,25 @@ func main() {
 	n := flag.Int("n", 200, "samples per row (MCP rows: sequential calls)")
 	nSlow := flag.Int("n-slow", 40, "samples for the slow rows (uv run)")
 	heavy := flag.String("heavy", "sympy", "a heavy installed module for the preload rows (skipped if not importable)")
-	quick := flag.Bool("quick", false, "only rows a, c, d and e (for iterating)")
+	quick := flag.Bool("quick", false, "only rows a0, a, c, d and e (for iterating)")
+	peer := flag.Bool("peer", true, "measure the peer row (a minimal Python MCP server; needs uv and the `mcp` package)")
+	libsOnly := flag.Bool("libs-only", false, "only the baselines and the pandas and matplotlib rows (for iterating)")
+	libs := flag.Bool("libs", true, "measure the pandas and matplotlib rows (run_python with dependencies: uv installs them from the package registry once)")
 	dir := flag.String("dir", "", "where the benchmark's workspace and state dirs are made (default: beside pyexec's default state dir, on the filesystem a server uses)")
 	flag.Parse()
-	if err := run(*n, *nSlow, *heavy, *quick, *dir); err != nil {
+	var err error
+	if *libsOnly {
+		err = runLibsOnly(*n, *nSlow, *dir)
+	} else {
+		err = run(*n, *nSlow, *heavy, *quick, *peer, *libs, *dir)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "pybench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, nSlow int, heavy string, quick bool, dir string) error {
+func run(n, nSlow int, heavy string, quick, peer, libs bool, dir string) error {
 	ctx := context.Background()
 	if dir == "" {
 		// Where a server keeps its state by default: what a run's temp dir
@@ -98,9 +115,18 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 	var rows []*row
 	add := func(r *row) *row { rows = append(rows, r); fmt.Fprintf(os.Stderr, "%s done\n", r.name); return r }
 
-	// (a) the baseline.
-	a := add(&row{id: "a", name: "python -c 'print(1)' (real interpreter, cold)", samples: sample(n, func() error {
-		return exec.Command(py, "-c", "print(1)").Run()
+	// The baselines: (a0) the default interpreter, with whatever its
+	// site-packages runs at start; (a) the same interpreter in a fresh venv
+	// (nothing in site-packages), the headline.
+	clean, err := cleanPython(py, filepath.Join(tmp, "clean-venv"))
+	if err != nil {
+		return fmt.Errorf("clean interpreter: %w", err)
+	}
+	a0 := add(&row{id: "a0", name: "`python -c pass`, the default interpreter (" + py + ")", samples: sample(n, func() error {
+		return exec.Command(py, "-c", "pass").Run()
+	})})
+	a := add(&row{id: "a", name: "`python -c pass`, a clean interpreter (a fresh venv of the default one)", samples: sample(n, func() error {
+		return exec.Command(clean, "-c", "pass").Run()
 	})})
 
 	// (b) uv run.
@@ -129,6 +155,16 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 		}
 	}
 	c := add(&row{id: "c", name: "engine, cold (launcher + python -u FILE), default sandbox", samples: sample(n, engineRun(coldEng, print1))})
+	if !quick {
+		// pyexec's own share of a cold run: the same with the clean
+		// interpreter, whose start is row (a).
+		cleanEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-clean"), Python: clean})
+		if err != nil {
+			return err
+		}
+		defer cleanEng.Close()
+		add(&row{id: "c2", name: "engine, cold, default sandbox, the clean interpreter (`--python` a fresh venv)", samples: sample(n, engineRun(cleanEng, print1))})
+	}
 	warmEng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state-warm"), Warm: engine.WarmConfig{Spares: 2}})
 	if err != nil {
 		return err
@@ -214,20 +250,40 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 			return fmt.Errorf("mcp (--warm 0): %w", err)
 		}
 		add(e0)
+		e1, err := mcpCold(ctx, bin, ws, filepath.Join(tmp, "state-mcp1"), max(n/2, 50), "--python", clean)
+		if err != nil {
+			return fmt.Errorf("mcp (--warm 0 --python clean): %w", err)
+		}
+		e1.id, e1.name = "e1", "`run_python` print(1) via `pyexec mcp --warm 0 --python CLEAN` (every run cold, the clean interpreter) over stdio"
+		add(e1)
 		add(httpRow(ctx, bin, ws, filepath.Join(tmp, "state-http"), max(n, 200)))
 		add(g)
 	}
+	var mem string
+	if libs && !quick {
+		rs, m, err := libRows(ctx, bin, ws, tmp, max(nSlow, 20))
+		if err != nil {
+			return fmt.Errorf("library rows: %w", err)
+		}
+		for _, r := range rs {
+			add(r)
+		}
+		mem = m
+	}
+	if peer {
+		add(peerRow(ctx, py, ws, tmp, max(n/2, 50)))
+	}
 
 	// The table.
-	base := median(a.samples)
+	base, base0 := median(a.samples), median(a0.samples)
 	fmt.Printf("## pybench: %s\n\n", start.UTC().Format(time.RFC3339))
 	fmt.Printf("`go run ./bench/pybench -n %d` on %s, %d cores, %s; Python %s (%s); load average before %s, after %s.\n\n",
 		n, kernel(), runtime.NumCPU(), runtime.Version(), interp.Version, py, load0, loadavg())
-	fmt.Println("| row | what | n | median | p95 | p99 | median / (a) |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| row | what | n | median | p95 | p99 | median / (a) clean | median / (a0) default |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.na != "" {
-			fmt.Printf("| %s | %s | | n/a: %s | | | |\n", r.id, r.name, r.na)
+			fmt.Printf("| %s | %s | | n/a: %s | | | | |\n", r.id, r.name, r.na)
 			continue
 		}
 		m := median(r.samples)
@@ -235,7 +291,7 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 		if r.note != "" {
 			note = " (" + r.note + ")"
 		}
-		fmt.Printf("| %s | %s%s | %d | %s | %s | %s | %.3fx |\n", r.id, r.name, note, len(r.samples), ms(m), ms(pct(r.samples, 95)), ms(pct(r.samples, 99)), float64(m)/float64(base))
+		fmt.Printf("| %s | %s%s | %d | %s | %s | %s | %.3fx | %.3fx |\n", r.id, r.name, note, len(r.samples), ms(m), ms(pct(r.samples, 95)), ms(pct(r.samples, 99)), float64(m)/float64(base), float64(m)/float64(base0))
 	}
 	fmt.Println()
 	if quick {
@@ -246,8 +302,11 @@ func run(n, nSlow int, heavy string, quick bool, dir string) error {
 		perSec(a.samples), perSec(c.samples), perSec(d.samples), perSec(d.samples)/perSec(c.samples), perSec(d.samples)/perSec(a.samples), perSec(e.samples))
 	fmt.Printf("Server RSS (pyexec mcp, /proc/PID/status): idle %.1f MB; during a 200 MB stdout flood peak VmRSS %.1f MB (growth %.1f MB), VmHWM %.1f MB; flood call took %s and returned %d bytes inline of %d.\n",
 		mb(rss.idle), mb(rss.peak), mb(rss.peak-rss.idle), mb(rss.hwm), rss.floodTime.Round(time.Millisecond), rss.inline, rss.total)
+	if mem != "" {
+		fmt.Println(mem)
+	}
 	fmt.Println()
-	fmt.Println("Targets: (e) <= 0.25x (a); (d) <= 3 ms; warm throughput >= 10x cold; idle RSS <= 40 MB; flood growth <= 32 MB.")
+	fmt.Println("Targets (ratios to (a), the clean interpreter): (e) <= 0.25x; (e0) <= 1.3x; (q) <= 15 ms; (r) <= 30 ms; (g) <= 40 ms; warm sequential throughput >= 600 runs/s.")
 	return nil
 }
 
@@ -539,8 +598,8 @@ func kernel() string {
 
 // mcpCold measures (e0): run_python against `pyexec mcp --warm 0`, every
 // run a fresh interpreter.
-func mcpCold(ctx context.Context, bin, ws, state string, n int) (*row, error) {
-	cmd := exec.Command(bin, "mcp", "--warm", "0", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
+func mcpCold(ctx context.Context, bin, ws, state string, n int, extra ...string) (*row, error) {
+	cmd := exec.Command(bin, append([]string{"mcp", "--warm", "0", "--workspace", ws, "--state-dir", state, "--log-level", "warn"}, extra...)...)
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -575,6 +634,93 @@ func processesWith(s string) []int {
 	return pids
 }
 
+// cleanPython makes a fresh venv of py at dir (uv if installed, else the
+// venv module) and returns its interpreter: the same binary without the
+// base's site-packages, so without its .pth files.
+func cleanPython(py, dir string) (string, error) {
+	var cmd *exec.Cmd
+	if uv := findUV(py); uv != "" {
+		cmd = exec.Command(uv, "venv", "--quiet", "--python", py, dir)
+		cmd.Env = append(os.Environ(), "UV_PYTHON_DOWNLOADS=never")
+	} else {
+		cmd = exec.Command(py, "-m", "venv", "--without-pip", dir)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return filepath.Join(dir, "bin", "python"), nil
+}
+
+// peerRow measures (p): the run_python tool of bench/pybench/peer.py, a
+// minimal MCP server on the official `mcp` package that writes the code to
+// a temp file and runs `python -u FILE` per call (the py-executor seed's
+// design), driven by the same go-sdk client as pyexec's rows.
+func peerRow(ctx context.Context, py, ws, tmp string, n int) *row {
+	r := &row{id: "p", name: "peer: `run_python` print(1) via a minimal Python MCP server (official `mcp` package, `subprocess.run([python, \"-u\", file])` per call) over stdio (go-sdk client, sequential)"}
+	uv := findUV(py)
+	if uv == "" {
+		r.na = "uv not installed (it makes the peer's venv)"
+		return r
+	}
+	venv := filepath.Join(tmp, "peer-venv")
+	for _, args := range [][]string{
+		{"venv", "--quiet", "--python", py, venv},
+		{"pip", "install", "--quiet", "--python", filepath.Join(venv, "bin", "python"), "mcp"},
+	} {
+		cmd := exec.Command(uv, args...)
+		cmd.Env = append(os.Environ(), "UV_PYTHON_DOWNLOADS=never")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			r.na = fmt.Sprintf("uv %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
+			return r
+		}
+	}
+	script, err := filepath.Abs(filepath.Join("bench", "pybench", "peer.py"))
+	if err != nil {
+		r.na = err.Error()
+		return r
+	}
+	cmd := exec.Command(filepath.Join(venv, "bin", "python"), script)
+	cmd.Dir = ws
+	cmd.Stderr = io.Discard
+	client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		r.na = "connect: " + err.Error()
+		return r
+	}
+	defer sess.Close()
+	call := func() error {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": "print(1)"}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("peer tool error: %v", res.Content)
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		if res.StructuredContent == nil && len(res.Content) > 0 {
+			if t, ok := res.Content[0].(*mcp.TextContent); ok {
+				raw = []byte(t.Text)
+			}
+		}
+		var out struct {
+			Stdout string `json:"stdout"`
+		}
+		if json.Unmarshal(raw, &out) != nil || out.Stdout != "1\n" {
+			return fmt.Errorf("peer returned %s", raw)
+		}
+		return nil
+	}
+	for i := 0; i < 10; i++ {
+		if err := call(); err != nil {
+			r.na = err.Error()
+			return r
+		}
+	}
+	r.samples = sample(n, call)
+	return r
+}
+
 // bearerTransport adds the execution server's token to every request.
 type bearerTransport struct{ token string }
 
@@ -582,4 +728,160 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// libRows measures what agents run: a pandas snippet and a matplotlib plot
+// through run_python with dependencies (one uv environment each, built by
+// the first call), third and later calls, against `pyexec mcp` with default
+// flags (adaptive preload on) and with --preload-auto=false (every call
+// imports the library, as in every peer). It also reports the memory of the
+// fork servers that preloaded pandas.
+func libRows(ctx context.Context, bin, ws, tmp string, n int) ([]*row, string, error) {
+	pandas := map[string]any{"code": "import pandas as pd; print(pd.DataFrame({'a':[1]}).a.sum())", "dependencies": []any{"pandas"}}
+	plot := map[string]any{"code": "import matplotlib.pyplot as plt; plt.plot([1,2]); plt.savefig('p.png')", "dependencies": []any{"matplotlib"}}
+	var rows []*row
+	mem := ""
+	for _, auto := range []bool{false, true} {
+		state := filepath.Join(tmp, fmt.Sprintf("state-libs-%v", auto))
+		cmd := exec.Command(bin, "mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn", fmt.Sprintf("--preload-auto=%v", auto))
+		cmd.Stderr = os.Stderr
+		client := mcp.NewClient(&mcp.Implementation{Name: "pybench", Version: "1"}, nil)
+		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		pid := cmd.Process.Pid
+		for _, lib := range []struct {
+			id, name string
+			args     map[string]any
+		}{{"q", "`import pandas as pd; print(pd.DataFrame({'a':[1]}).a.sum())`", pandas}, {"r", "`import matplotlib.pyplot as plt; plt.plot([1,2]); plt.savefig('p.png')`", plot}} {
+			call := func() error {
+				res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: lib.args})
+				if err == nil && res.IsError {
+					err = fmt.Errorf("tool error: %v", res.Content)
+				}
+				return err
+			}
+			// The first calls build the environment and, with adaptive
+			// preload, start the fork server that has the library imported:
+			// "third and later calls", once it serves.
+			for i := 0; i < 2; i++ {
+				if err := call(); err != nil {
+					sess.Close()
+					return nil, "", err
+				}
+			}
+			if auto {
+				for i := 0; i < 40; i++ {
+					t0 := time.Now()
+					if err := call(); err != nil {
+						sess.Close()
+						return nil, "", err
+					}
+					if time.Since(t0) < 60*time.Millisecond {
+						break
+					}
+					time.Sleep(250 * time.Millisecond) // the replacement imports in the background
+				}
+			}
+			r := &row{id: lib.id + "0", name: lib.name + " via `pyexec mcp --preload-auto=false`, dependencies (third and later calls)"}
+			if auto {
+				r.id, r.name = lib.id, lib.name+" via `pyexec mcp` (default flags: adaptive preload), dependencies (third and later calls)"
+			}
+			r.samples = sample(n, call)
+			rows = append(rows, r)
+		}
+		if auto {
+			mem = forkServerMemory(pid, state)
+		}
+		sess.Close()
+	}
+	return rows, mem, nil
+}
+
+// forkServerMemory describes the server's RSS and each fork server's
+// resident and private memory (/proc/PID/smaps_rollup).
+func forkServerMemory(server int, state string) string {
+	var parts []string
+	for _, pid := range processesWith(filepath.Join(state, "warm", "driver-")) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if pp, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid)); strings.Contains(string(pp), "driver-") {
+			continue // a fork (spare or supervisor), not a fork server
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		preload := ""
+		if len(args) > 4 {
+			preload = args[4]
+		}
+		parts = append(parts, fmt.Sprintf("fork server %d (preload %q): RSS %.1f MB, private %.1f MB", pid, preload, mb(smaps(pid, "Rss")), mb(smaps(pid, "Private_Clean")+smaps(pid, "Private_Dirty"))))
+	}
+	return fmt.Sprintf("Memory with adaptive preload (after rows q and r): server VmRSS %.1f MB; %s.", mb(procStatus(server, "VmRSS")), strings.Join(parts, "; "))
+}
+
+func smaps(pid int, key string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// runLibsOnly prints the baselines and the library rows only.
+func runLibsOnly(n, nSlow int, dir string) error {
+	ctx := context.Background()
+	if dir == "" {
+		dir = filepath.Dir(engine.DefaultStateDir())
+	}
+	tmp, err := os.MkdirTemp(dir, "pybench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	ws := filepath.Join(tmp, "ws")
+	os.MkdirAll(ws, 0o755)
+	eng, err := engine.New(engine.Config{Workspace: ws, StateDir: filepath.Join(tmp, "state")})
+	if err != nil {
+		return err
+	}
+	interp, err := eng.DefaultInterpreter(ctx)
+	eng.Close()
+	if err != nil {
+		return err
+	}
+	clean, err := cleanPython(interp.Path, filepath.Join(tmp, "clean-venv"))
+	if err != nil {
+		return err
+	}
+	a0 := &row{id: "a0", name: "`python -c pass`, the default interpreter", samples: sample(n, func() error { return exec.Command(interp.Path, "-c", "pass").Run() })}
+	a := &row{id: "a", name: "`python -c pass`, a clean interpreter", samples: sample(n, func() error { return exec.Command(clean, "-c", "pass").Run() })}
+	bin := filepath.Join(tmp, "pyexec")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/pyexec").CombinedOutput(); err != nil {
+		return fmt.Errorf("build pyexec: %v: %s", err, out)
+	}
+	rs, mem, err := libRows(ctx, bin, ws, tmp, max(nSlow, 20))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("load average %s\n\n| row | what | n | median | p95 | median / (a) clean | median / (a0) default |\n|---|---|---:|---:|---:|---:|---:|\n", loadavg())
+	for _, r := range append([]*row{a0, a}, rs...) {
+		m := median(r.samples)
+		fmt.Printf("| %s | %s | %d | %s | %s | %.3fx | %.3fx |\n", r.id, r.name, len(r.samples), ms(m), ms(pct(r.samples, 95)), float64(m)/float64(median(a.samples)), float64(m)/float64(median(a0.samples)))
+	}
+	fmt.Println(mem)
+	return nil
 }

@@ -31,6 +31,7 @@ type engineFlags struct {
 	deps           depsFlags // envs.go
 	warm           int
 	preload        string
+	preloadAuto    bool
 
 	maxSessions     int
 	sessionIdle     secondsFlag
@@ -53,6 +54,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
+	fs.BoolVar(&f.preloadAuto, "preload-auto", true, "adaptive preload: a warm interpreter learns which costly modules (>= 20 ms to import) its runs import, and a replacement that has them imported takes over in the background (server_info shows what was learned)")
 	fs.IntVar(&f.maxSessions, "max-sessions", session.DefaultMaxSessions(), "most live Python sessions at once; past it session creation is refused")
 	f.sessionIdle = secondsFlag{d: 30 * time.Minute}
 	fs.Var(&f.sessionIdle, "session-idle-timeout", "seconds a session may stay unused before it is closed (> 0; a session may ask for its own idle_timeout)")
@@ -102,8 +104,16 @@ func (f *engineFlags) config() (engine.Config, error) {
 		OutputCap:      int(f.outputCap),
 		TmpLimit:       int64(f.tmpLimit),
 		Deps:           f.deps.config(),
-		Warm:           engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)},
+		Warm:           f.warmConfig(),
 	}, nil
+}
+
+func (f *engineFlags) warmConfig() engine.WarmConfig {
+	w := engine.WarmConfig{Spares: f.warm, Preload: splitList(f.preload)}
+	if f.preloadAuto {
+		w.Auto = &engine.AutoPreload{}
+	}
+	return w
 }
 
 // checkWorkspace refuses a workspace (default: the current directory) that

@@ -21,13 +21,14 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, engineEnv, stderr); !ok {
 		return code
 	}
-	warm, preload := ef.warm, ef.preload
+	warm, preload, auto := ef.warm, ef.preload, ef.preloadAuto
 	ef.warm = 0 // doctor runs nothing worth warming
 	ex, err := ef.executor()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)
 		return 1
 	}
+	ex.Engine().CompleteInterpreters(ctx) // uv's answer too, if none is cached
 	defer ex.Engine().Close()
 	info, err := ex.Info(ctx)
 	if err != nil {
@@ -63,6 +64,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(w, "warm interpreters\toff: %s\n", engine.WarmUnsupported)
 	case warm > 0:
 		fmt.Fprintf(w, "warm interpreters\t%d pre-forked runs per interpreter (fork server, confined like cold runs), preload %q\n", warm, preload)
+		if auto {
+			fmt.Fprintf(w, "adaptive preload\ton: modules costing >= 20 ms that 2 of a warm interpreter's last 10 runs imported are preloaded by a replacement (at most 8, 1 GiB per fork server; server_info lists them and what was excluded); --preload-auto=false turns it off\n")
+		} else {
+			fmt.Fprintf(w, "adaptive preload\toff (--preload-auto=false)\n")
+		}
 	default:
 		fmt.Fprintf(w, "warm interpreters\toff (--warm 0): every run starts a fresh interpreter\n")
 	}

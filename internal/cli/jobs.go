@@ -82,6 +82,7 @@ func openLocal(ctx context.Context, ef *engineFlags, jf *jobFlags, logger *slog.
 	if err != nil {
 		return nil, nil, err
 	}
+	local.Prime()
 	jx, err := jf.open(ctx, local, logger)
 	if err != nil {
 		local.Engine().Close()

@@ -1,7 +1,7 @@
 # pyexec warm driver: a fork server ("zygote") for one interpreter.
 #
 # Started by the engine through the per-run launcher as
-#     python -u driver.py SPARES PRELOAD [serial]
+#     python -u driver.py SPARES PRELOAD[;AUTO] [serial]
 # with fd 0 a SOCK_SEQPACKET control socket shared with the server. It does
 # the expensive part of a Python start once (interpreter init, site, optional
 # preloaded modules), then keeps SPARES pre-forked runs ready. A ready run is a
@@ -23,14 +23,26 @@
 # the next G itself once the run is over (and cleaned up after): one fork per
 # run instead of two, and no spare exists while a run does.
 #
+# PRELOAD (comma-separated) are the operator's --preload modules: one that
+# fails to import fails the zygote. AUTO are the modules adaptive preload
+# chose (see adaptive.go): each is imported on its own and timed, and one
+# that fails or starts a thread fails the zygote with "auto MODULE: why",
+# so that the server excludes it.
+#
 # Messages (fields joined by NUL; no field contains NUL):
-#   zygote -> server, once:  READY, *sys.path[1:], *modules  or  FAIL, message
+#   zygote -> server, once:  READY, n, *sys.path[1:], *modules, *=AUTO=ms,
+#                            %rss=bytes  or  FAIL, message
 #   server -> G, per run:    RUN, cwd, file, grace_ms, box, nargs, *args, nenv, *env
 #                            with SCM_RIGHTS [stdin, stdout, stderr, status,
 #                            *cgroup files, ruleset?, *extra files]
 #                            box = "ncgroup,ruleset,flags,cpu_seconds,clean,serial"
 #   G -> S (socketpair):     "T grace_ms clean serial" with SCM_RIGHTS [status];
 #                            or E (EOF)
+#   G -> S (shared memory):  after the run's code, "I" and the top-level
+#                            modules it imported from site dirs, in a page S
+#                            mapped before forking G (no descriptor the run
+#                            could see); S checks them and reports "imports"
+#                            before "exit"
 #   G -> zygote (pipe):      "T<pid>\n" a spare was taken (not for serial runs),
 #                            "E<pid>\n" EOF
 #   S -> zygote (pipe):      "D<pid>\n" what a run left could not be removed:
@@ -75,7 +87,9 @@ import os  # noqa: E402 - always loaded at startup; imported after the snapshot 
 def _zygote():
     global _PROC, _MQUEUE, _SERIAL
     spares = max(1, int(sys.argv[1]))
-    preload = [m for m in sys.argv[2].split(",") if m]
+    operator, _, auto = sys.argv[2].partition(";")
+    preload = [m for m in operator.split(",") if m]
+    auto = [m for m in auto.split(",") if m]
     _SERIAL = len(sys.argv) > 3 and sys.argv[3] == "serial"
     # The supervisors' view of the zygote's namespaces, when the launcher
     # made one in its temp dir (see the header and sandbox/namespaces.go).
@@ -103,6 +117,7 @@ def _zygote():
     except BaseException as e:  # noqa: BLE001 - report anything, then quit
         send([b"FAIL", ("preload %s: %s: %s" % (m, type(e).__name__, e)).encode("utf-8", "replace")])
         os._exit(3)
+    costs = _auto_preload(auto, send)
     keep = _startup_modules | (set(sys.modules) - before)
 
     import gc
@@ -135,7 +150,9 @@ def _zygote():
     # imported (a PYTHONPATH directory must not shadow one of them).
     tops = sorted({name.partition(".")[0] for name in keep})
     # sys.path[0] is the driver's own directory, not one a run imports from.
-    send([b"READY", b"%d" % (len(sys.path) - 1)] + [os.fsencode(p) for p in sys.path[1:]] + [t.encode() for t in tops])
+    _site_dirs(keep)
+    send([b"READY", b"%d" % (len(sys.path) - 1)] + [os.fsencode(p) for p in sys.path[1:]] + [t.encode() for t in tops]
+         + [("=%s=%.3f" % mc).encode() for mc in costs] + [b"%%rss=%d" % _rss()])
 
     live = set()  # spare supervisors not taken yet
     eof = False
@@ -247,6 +264,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     st.clear()
     st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "handover": lambda: None})
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    _clear_report()
     gpid = os.fork()
     if gpid == 0:
         try:
@@ -304,9 +322,12 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     signal.setitimer(signal.ITIMER_REAL, 0)
     handover()
     mine.close()
+    imports = _read_imports() if st["taken"] else None
     status = st["status"]
     if status < 0:
         return False  # a spare that never ran (EOF, or killed)
+    if imports:
+        _emit(os, status, '{"kind":"imports","modules":[%s]}\n' % ",".join('"%s"' % m for m in imports))
     code, sig = 0, 0
     if main is not None:
         if os.WIFEXITED(main):
@@ -811,6 +832,8 @@ def _rehearse():
 
 
 _hidden = []
+_REPORT = None  # the page G reports its imports in (S's; see _clear_report)
+_SITE_DIRS = ()  # the zygote's sys.path directories that are not the standard library
 _FORK_SERVER_PIDS = []  # the zygote's pid and threads (set before READY)
 _SERIAL = False  # it serves one run at a time (argv[3] == "serial")
 _PROC = "/proc"
@@ -922,6 +945,7 @@ def _finalize(os, signal, code, kbi):
         atexit._run_exitfuncs()  # prints errors itself; before 3.10 it re-raises the last
     except BaseException:  # noqa: BLE001
         pass
+    _report_imports(os)
     status = _flush_std()
     try:
         _teardown(gc)
@@ -984,6 +1008,137 @@ def _flush_std():
                     pass
             status = -1
     return status
+
+
+# Adaptive preload (see adaptive.go).
+
+# Top-level packages whose cost is mostly in a submodule that every user
+# imports by name: that submodule is reported (and preloaded) instead.
+_ENTRY_POINTS = ("matplotlib.pyplot", "seaborn", "plotly.express", "scipy.stats", "scipy.optimize", "scipy.sparse")
+_MAX_REPORTED = 32
+
+
+def _auto_preload(auto, send):
+    """Import each adaptive module on its own, timed; fail the zygote
+    (naming the module) if one fails or starts a thread: a fork keeps only
+    the forking thread, so its runs would find the module broken."""
+    if not auto:
+        return []
+    import time
+    import _thread
+
+    costs = []
+    for m in auto:
+        if m in sys.modules:  # an earlier one imported it: it costs nothing here
+            costs.append((m, -1.0))
+            continue
+        t0 = time.perf_counter()
+        try:
+            __import__(m)
+        except BaseException as e:  # noqa: BLE001 - reported, then quit
+            send([b"FAIL", ("auto %s: import failed: %s: %s" % (m, type(e).__name__, e)).encode("utf-8", "replace")])
+            os._exit(3)
+        ms = (time.perf_counter() - t0) * 1000
+        if _thread._count() > 0:
+            send([b"FAIL", ("auto %s: starts threads at import" % m).encode()])
+            os._exit(3)
+        costs.append((m, ms))
+    return costs
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _site_dirs(keep):
+    """Remember the zygote's sys.path directories outside the standard
+    library (site-packages, a venv's): only modules imported from there are
+    reported, never the run's own (its workspace, its PYTHONPATH)."""
+    global _SITE_DIRS
+    std = os.path.dirname(os.__file__)
+    out = []
+    for d in sys.path[1:]:
+        if not d or not os.path.isabs(d):
+            continue
+        base = os.path.basename(d)
+        if base in ("site-packages", "dist-packages") or not (d == std or d.startswith(std + os.sep)):
+            if not d.endswith(".zip"):
+                out.append(d.rstrip(os.sep) + os.sep)
+    _SITE_DIRS = tuple(out)
+
+
+def _clear_report():
+    """S: the shared page its next G reports in (made once per S, before
+    the first fork, so every G it forks shares it), emptied."""
+    global _REPORT
+    if not _SITE_DIRS:
+        return
+    if _REPORT is None:
+        try:
+            import mmap
+
+            _REPORT = mmap.mmap(-1, 4096)  # MAP_SHARED | MAP_ANONYMOUS
+        except (ImportError, OSError, ValueError):
+            return
+    _REPORT[:2] = b"\0\0"
+
+
+def _report_imports(os):
+    """After the run's code: tell S which top-level modules the run imported
+    from the site dirs (what a later zygote could preload). S checks it (the
+    run could have written anything there). Submodules that preloaded
+    packages import lazily are not reported: they are mostly cheap, and each
+    replacement re-imports everything in the background."""
+    page = _REPORT
+    if page is None:
+        return
+    try:
+        names = []
+        mods = sys.modules
+        for name in list(mods):
+            if "." in name or name.startswith("_") or name in _inherited:
+                continue
+            m = mods.get(name)
+            origin = getattr(m, "__file__", None)
+            if not isinstance(origin, str) or not origin.startswith(_SITE_DIRS):
+                continue
+            for ep in _ENTRY_POINTS:
+                if ep.startswith(name + ".") and ep in mods:
+                    name = ep
+            names.append(name)
+            if len(names) >= _MAX_REPORTED:
+                break
+        if names:
+            msg = b"I " + " ".join(names).encode("ascii", "replace")
+            if len(msg) >= len(page):
+                msg = msg[:msg.rfind(b" ", 0, len(page) - 1)]
+            page[:len(msg) + 1] = msg + b"\0"
+    except BaseException:  # noqa: BLE001 - only an optimisation
+        pass
+
+
+def _read_imports():
+    """S: the run's imports report, if G wrote one (it is dead by now),
+    keeping only plausible module names (the run could have written
+    anything there)."""
+    if _REPORT is None:
+        return None
+    msg = _REPORT[:].partition(b"\0")[0]
+    if msg[:2] != b"I ":
+        return None
+    out = []
+    for word in msg[2:].split()[:_MAX_REPORTED]:
+        try:
+            name = word.decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if len(name) <= 100 and all(p.isidentifier() for p in name.split(".")):
+            out.append(name)
+    return out
 
 
 _inherited = _startup_modules

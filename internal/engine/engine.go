@@ -60,6 +60,8 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir, tmpRoot(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
+	e.interps.cache = newInterpCache(cfg.StateDir)
+	e.interps.cwd, _ = os.Getwd()
 	e.warm = newWarmPool(e)
 	return e, nil
 }
@@ -71,6 +73,7 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Close() error {
 	e.live.killAll()
 	e.closeWarm()
+	e.interps.closeDiscovery()
 	e.tmp.close()
 	e.envs.Wait()
 	return e.tmpQuota.release()
@@ -92,9 +95,16 @@ func (e *Engine) settle() {
 // Config returns the effective configuration (defaults filled in).
 func (e *Engine) Config() Config { return e.cfg }
 
-// Interpreters lists the Pythons this machine offers (cached after the first
-// call).
+// Interpreters lists the Pythons this machine offers (discovered once,
+// refreshed in the background: see discover.go).
 func (e *Engine) Interpreters(ctx context.Context) []Interpreter { return e.interps.All(ctx) }
+
+// CompleteInterpreters is Interpreters, waiting for uv's list of the
+// interpreters it manages when no answer from it is known yet (it comes in
+// the background otherwise): for a one-shot report like `pyexec doctor`.
+func (e *Engine) CompleteInterpreters(ctx context.Context) []Interpreter {
+	return e.interps.complete(ctx)
+}
 
 // DefaultInterpreter is the interpreter used when a request names none and
 // its cwd has no .venv.

@@ -209,7 +209,7 @@ func (e *Engine) interpreterFor(ctx context.Context, chosen Interpreter, require
 		return chosen, nil
 	}
 	var have []string
-	for _, it := range e.interps.All(ctx) { // newest first
+	for _, it := range e.interps.complete(ctx) { // newest first
 		if ok, _ := uvenv.SatisfiesPython(it.Version, requiresPython); ok {
 			return it, nil
 		}

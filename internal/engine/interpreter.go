@@ -3,18 +3,16 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"github.com/pyexec/pyexec/internal/uvenv"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/uvenv"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
 
@@ -43,19 +41,22 @@ type Interpreter struct {
 }
 
 // interpreters finds and remembers Pythons. Probing one costs a Python start,
-// so results are cached by path and file identity.
+// so results are cached by path and file identity, in memory and in the
+// state dir (interpcache.go); the list of all of them is discovered once and
+// refreshed in the background (discover.go).
 type interpreters struct {
 	// writable are the trees runs can write (the workspace, the state
 	// dir): nothing in them is ever trusted, whatever finds it.
 	writable []string
+	cache    *interpCache
+	cwd      string // where pyenv looks for .python-version (the server's cwd)
 
 	mu       sync.Mutex
 	probes   map[string]probeEntry
 	trusted  trustSet              // what trusted probes found (trust.go)
 	confined map[string]probeEntry // versions learned by confined probes, by path and identity
 
-	listOnce sync.Once
-	list     []Interpreter
+	disc discovery // the list of all interpreters (discover.go)
 }
 
 type probeEntry struct {
@@ -66,10 +67,12 @@ type probeEntry struct {
 
 const probeScript = "import sys; print(sys.executable); print('%d.%d.%d' % sys.version_info[:3])"
 
-// probe runs path once (without site, for speed) to learn the real
-// executable behind it and its version. It runs it as the server, so it
-// refuses a path whose resolution meets a tree runs can write (trust.go);
-// what it finds is remembered as trusted.
+// probe learns the real executable behind path and its version: from the
+// cache while the file is unchanged, by following a pyenv shim's rules
+// without executing it (pyenvshim.go), or by running path once (without
+// site, for speed). It runs it as the server, so it refuses a path whose
+// resolution meets a tree runs can write (trust.go); what it finds is
+// remembered as trusted.
 func (in *interpreters) probe(ctx context.Context, path string) (Interpreter, error) {
 	if err := in.outsideWritable(path); err != nil {
 		return Interpreter{}, err
@@ -88,21 +91,31 @@ func (in *interpreters) probe(ctx context.Context, path string) (Interpreter, er
 	}
 	in.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "-S", "-c", probeScript)
-	cmd.Env = append(os.Environ(), "PYTHONNOUSERSITE=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return Interpreter{}, fmt.Errorf("probe interpreter %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+	var interp Interpreter
+	if root, ok := pyenvShim(path); ok {
+		if target := pyenvTarget(path, root, os.Getenv, in.cwd, in.runWritable); target != "" {
+			if interp, err = in.probe(ctx, target); err != nil {
+				return Interpreter{}, fmt.Errorf("probe interpreter %s (pyenv shim for %s): %w", path, target, err)
+			}
+		}
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 || lines[0] == "" {
-		return Interpreter{}, fmt.Errorf("probe interpreter %s: unexpected output %q", path, out)
+	key := statKey(path, fi)
+	if interp.Path == "" {
+		if cached, ok := in.cache.probe(key); ok {
+			interp = cached
+		}
 	}
-	interp := Interpreter{Path: strings.TrimSpace(lines[0]), Version: strings.TrimSpace(lines[1]), kind: kindTrusted}
+	if interp.Path == "" {
+		if interp, err = runProbe(ctx, path, in.probeDir()); err != nil {
+			return Interpreter{}, err
+		}
+		if sameBinary(path, interp.Path) {
+			// A real binary (not a wrapper whose target can change without
+			// the wrapper changing): worth remembering across restarts.
+			in.cache.remember(key, interp)
+		}
+	}
+	interp.kind, interp.Source = kindTrusted, ""
 	if err := in.outsideWritable(interp.Path); err != nil {
 		return Interpreter{}, fmt.Errorf("probe interpreter %s: %w", path, err)
 	}
@@ -121,6 +134,55 @@ func (in *interpreters) probe(ctx context.Context, path string) (Interpreter, er
 	return interp, nil
 }
 
+// runWritable reports whether p lies in a tree runs can write.
+func (in *interpreters) runWritable(p string) bool {
+	for _, w := range in.writable {
+		if workspace.Within(w, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// probeDir is where a probe runs: the server's cwd, unless runs can write
+// there (a wrapper like a pyenv shim reads files from its cwd: a
+// .python-version a run wrote would choose what the server executes).
+func (in *interpreters) probeDir() string {
+	if in.cwd == "" || in.runWritable(in.cwd) {
+		return "/"
+	}
+	return in.cwd
+}
+
+// sameBinary reports whether path resolves to the binary exe names (path
+// is that binary or a symlink to it, not a wrapper script).
+func sameBinary(path, exe string) bool {
+	a, err1 := filepath.EvalSymlinks(path)
+	b, err2 := filepath.EvalSymlinks(exe)
+	return err1 == nil && err2 == nil && a == b
+}
+
+// runProbe executes the interpreter at path (as the server: probe checked
+// it) and reads what it says about itself.
+func runProbe(ctx context.Context, path, dir string) (Interpreter, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-S", "-c", probeScript)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONNOUSERSITE=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Interpreter{}, fmt.Errorf("probe interpreter %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || lines[0] == "" || !filepath.IsAbs(strings.TrimSpace(lines[0])) {
+		return Interpreter{}, fmt.Errorf("probe interpreter %s: unexpected output %q", path, out)
+	}
+	return Interpreter{Path: strings.TrimSpace(lines[0]), Version: strings.TrimSpace(lines[1])}, nil
+}
+
 // resolve turns a path or a command name into an executable interpreter.
 func (in *interpreters) resolve(ctx context.Context, nameOrPath string) (Interpreter, error) {
 	path := nameOrPath
@@ -132,137 +194,6 @@ func (in *interpreters) resolve(ctx context.Context, nameOrPath string) (Interpr
 		path = p
 	}
 	return in.probe(ctx, path)
-}
-
-// All lists every interpreter this machine offers, newest first, without
-// duplicates: python3 and python3.X on PATH, pyenv's versions, the usual
-// system locations and, when uv is installed, the ones uv knows. Nothing is
-// ever downloaded.
-func (in *interpreters) All(ctx context.Context) []Interpreter {
-	in.listOnce.Do(func() { in.list = in.discover(ctx) })
-	return in.list
-}
-
-func (in *interpreters) discover(ctx context.Context) []Interpreter {
-	type candidate struct{ path, source string }
-	var cands []candidate
-	for _, name := range pythonNames() {
-		if p, err := exec.LookPath(name); err == nil {
-			cands = append(cands, candidate{p, "PATH"})
-		}
-	}
-	pyenvRoot := os.Getenv("PYENV_ROOT")
-	if pyenvRoot == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			pyenvRoot = filepath.Join(home, ".pyenv")
-		}
-	}
-	if pyenvRoot != "" {
-		matches, _ := filepath.Glob(filepath.Join(pyenvRoot, "versions", "*", "bin", "python3"))
-		for _, m := range matches {
-			cands = append(cands, candidate{m, "pyenv"})
-		}
-	}
-	for _, dir := range []string{"/usr/bin", "/usr/local/bin"} {
-		matches, _ := filepath.Glob(filepath.Join(dir, "python3.*"))
-		for _, m := range matches {
-			if isVersionedPython(filepath.Base(m)) {
-				cands = append(cands, candidate{m, "system"})
-			}
-		}
-	}
-	for _, p := range uvInterpreters(ctx) {
-		cands = append(cands, candidate{p, "uv"})
-	}
-
-	results := make([]Interpreter, len(cands))
-	var wg sync.WaitGroup
-	for i, c := range cands {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if it, err := in.probe(ctx, c.path); err == nil {
-				it.Source = c.source
-				results[i] = it
-			}
-		}()
-	}
-	wg.Wait()
-
-	seen := make(map[string]bool)
-	var out []Interpreter
-	for _, it := range results {
-		if it.Path == "" {
-			continue
-		}
-		key := it.Path
-		if real, err := filepath.EvalSymlinks(it.Path); err == nil {
-			key = real
-		}
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		out = append(out, it)
-	}
-	slices.SortStableFunc(out, func(a, b Interpreter) int { return compareVersions(b.Version, a.Version) })
-	return out
-}
-
-func pythonNames() []string {
-	names := []string{defaultPythonName}
-	for minor := 20; minor >= 6; minor-- {
-		names = append(names, "python3."+strconv.Itoa(minor))
-	}
-	return names
-}
-
-func isVersionedPython(base string) bool {
-	rest, ok := strings.CutPrefix(base, "python3.")
-	if !ok || rest == "" {
-		return false
-	}
-	_, err := strconv.Atoi(rest)
-	return err == nil
-}
-
-// uvInterpreters asks uv for the interpreters it has found (installed only).
-func uvInterpreters(ctx context.Context) []string {
-	uv, err := exec.LookPath("uv")
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, uv, "python", "list", "--only-installed", "--output-format", "json")
-	// From /, and without an active environment: uv also reports the
-	// environment of the current directory, which could be a workspace's.
-	cmd.Dir = "/"
-	for _, kv := range os.Environ() {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "VIRTUAL_ENV", "CONDA_PREFIX", "UV_PYTHON", "UV_PROJECT_ENVIRONMENT":
-		default:
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "UV_PYTHON_DOWNLOADS=never", "UV_OFFLINE=1")
-	out, err := cmd.Output()
-	if err != nil {
-		return nil
-	}
-	var entries []struct {
-		Path *string `json:"path"`
-	}
-	if json.Unmarshal(out, &entries) != nil {
-		return nil
-	}
-	var paths []string
-	for _, e := range entries {
-		if e.Path != nil && *e.Path != "" {
-			paths = append(paths, *e.Path)
-		}
-	}
-	return paths
 }
 
 // matchVersion picks the newest interpreter whose version equals want or
@@ -335,6 +266,11 @@ func (e *Engine) chooseInterpreter(ctx context.Context, req *Request, cwd string
 		}
 		all := e.interps.All(ctx)
 		it, ok := matchVersion(all, req.PythonVersion)
+		if !ok {
+			// Perhaps one only uv knows, and its answer is still coming.
+			all = e.interps.complete(ctx)
+			it, ok = matchVersion(all, req.PythonVersion)
+		}
 		if !ok {
 			var have []string
 			for _, a := range all {

@@ -104,6 +104,8 @@ type warmPool struct {
 	reasonsMu          sync.Mutex
 	reasons            map[string]uint64
 	retiredBroken      map[string]uint64 // zygotes retired because they could not serve on, by why
+
+	auto map[string]*adaptive // adaptive preload, per key (adaptive.go; mu)
 }
 
 // forcedWarm, when set (by tests), is the warm configuration of every engine
@@ -142,6 +144,10 @@ func newWarmPool(e *Engine) *warmPool {
 	}
 	if cfg.shortRun == 0 {
 		cfg.shortRun = shortRun
+	}
+	if cfg.Auto != nil {
+		a := cfg.Auto.withDefaults()
+		cfg.Auto = &a
 	}
 	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
@@ -193,6 +199,7 @@ func (w *warmPool) statsSnapshot() WarmStats {
 		s.Zygotes += len(l)
 	}
 	w.mu.Unlock()
+	s.Preload = w.preloadStats()
 	return s
 }
 
@@ -227,6 +234,7 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 		broken: func(why string) {
 			w.broken(z, why)
 		},
+		imports: func(mods []string) { w.learn(z, p, mods) },
 	})
 	if err != nil {
 		// The request could not be sent: the zygote is gone (or going).
@@ -313,15 +321,19 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 		}
 		freed := w.freed
 		w.mu.Unlock()
-		if starting == nil && busy {
+		if busy && (shortBusy || starting == nil) {
 			// Every warm interpreter of the key is running a run. When one
 			// of those runs is short so far, one is usually free again
 			// within milliseconds, far sooner than a cold start would
 			// finish (and a cold start would take the CPU the warm runs
-			// are using): wait for one, a while. Behind long runs, start
-			// cold at once.
+			// are using): wait for one, or for the one starting, a while.
+			// Behind long runs, start cold at once.
 			if !shortBusy {
 				return nil, "warm interpreters busy with long runs"
+			}
+			var ready, dead <-chan struct{}
+			if starting != nil {
+				ready, dead = starting.ready, starting.dead
 			}
 			if busyUntil.IsZero() {
 				busyUntil = time.Now().Add(w.cfg.busyWait)
@@ -336,6 +348,8 @@ func (w *warmPool) acquire(p *prepared) (*zygote, string) {
 			t := time.NewTimer(left)
 			select {
 			case <-freed:
+			case <-ready:
+			case <-dead:
 			case <-t.C:
 			}
 			t.Stop()
@@ -441,6 +455,14 @@ func (w *warmPool) startLocked(key string, p *prepared) *zygote {
 		}
 		w.retireLocked(lru)
 	}
+	return w.addLocked(key, p)
+}
+
+// addLocked starts one more zygote for p's key, beside the ones it has
+// (w.mu held): startLocked after making room, or an adaptive preload
+// replacement, which the key's older zygotes serve beside until it is
+// ready.
+func (w *warmPool) addLocked(key string, p *prepared) *zygote {
 	var ro []string
 	if p.sandbox != nil {
 		w.grants[key] = appendNew(w.grants[key], w.zygoteGrants(p.sandbox.ReadOnly)...)
@@ -459,7 +481,7 @@ func (w *warmPool) startLocked(key string, p *prepared) *zygote {
 		<-z.dead
 		w.mu.Lock()
 		w.removeLocked(z)
-		if z.err != nil && !z.retired {
+		if z.err != nil && !z.retired && !z.replacement {
 			w.failedAt[z.key] = time.Now()
 		}
 		w.mu.Unlock()

@@ -172,7 +172,7 @@ func (e *Engine) requestInterpreter(ctx context.Context, req *Request, cwd, path
 	_, _ = e.defaultInterpreter(ctx)
 	for pass := 0; pass < 2; pass++ {
 		if pass == 1 {
-			e.interps.All(ctx)
+			e.interps.complete(ctx)
 		}
 		if e.interps.trustedAt(path) {
 			return e.interps.probe(ctx, path)

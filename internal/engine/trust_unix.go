@@ -37,3 +37,20 @@ func ownedSecurely(p string) error {
 		}
 	}
 }
+
+// privateFile reports whether the file fi (opened at path) is the server's
+// own: owned by its uid, readable and writable by no one else, in a
+// directory owned by root or the server's uid that no one else may write
+// into (or only with the sticky bit, which keeps them from replacing it).
+func privateFile(path string, fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	euid := uint32(os.Geteuid())
+	if !ok || st.Uid != euid || st.Mode&0o077 != 0 {
+		return false
+	}
+	var dir syscall.Stat_t
+	if syscall.Stat(filepath.Dir(path), &dir) != nil || (dir.Uid != 0 && dir.Uid != euid) {
+		return false
+	}
+	return dir.Mode&0o022 == 0 || dir.Mode&syscall.S_ISVTX != 0
+}

@@ -28,6 +28,10 @@ type WarmConfig struct {
 	// IdleTimeout retires a warm interpreter unused for this long.
 	// Default 10 minutes.
 	IdleTimeout time.Duration
+	// Auto is adaptive preload: each warm interpreter learns which costly
+	// modules its runs import and is replaced, in the background, by one
+	// that has them imported already (adaptive.go). Nil: off.
+	Auto *AutoPreload
 
 	// wait makes a run wait for its warm interpreter to be ready instead of
 	// running cold meanwhile (tests use it to exercise the warm path).
@@ -46,6 +50,7 @@ type WarmStats struct {
 	Cold        uint64            `json:"cold" jsonschema:"Runs that started a fresh interpreter."`
 	ColdReasons map[string]uint64 `json:"cold_reasons,omitempty" jsonschema:"Why runs started cold, with counts (e.g. a warm interpreter still starting, startup environment differs)."`
 	Zygotes     int               `json:"zygotes" jsonschema:"Warm interpreters (fork servers) running now."`
+	Preload     *PreloadStats     `json:"preload,omitempty" jsonschema:"Adaptive preload: what warm interpreters learned to import before forking. Absent when it is off."`
 }
 
 // runProcess is a started run: a launcher, or a warm supervisor.

@@ -31,6 +31,9 @@ type warmHooks struct {
 	cleanup func(func()) // runs the cgroup's removal off the run's path
 	lost    func()       // the run turned out never to have started
 	broken  func(string) // the zygote cannot serve another run (why)
+	// imports hears the top-level modules the run imported from the
+	// interpreter's site dirs (adaptive preload, adaptive.go).
+	imports func([]string)
 }
 
 // start hands p to one of the zygote's spare runs, with box (the run's
@@ -140,7 +143,16 @@ func encodeRequest(p *prepared, grace time.Duration, box boxFields) []byte {
 const (
 	warmEventClean = "clean" // after "exit": what the runs share is empty again
 	warmEventDirty = "dirty" // after "exit": it could not be emptied (why in Error)
+	// Before "exit": the modules the run imported (checked by S; the run
+	// could have written them, so they only ever name modules a zygote may
+	// try to import from its own sys.path).
+	warmEventImports = "imports"
 )
+
+// importsEvent is a warmEventImports line.
+type importsEvent struct {
+	Modules []string `json:"modules"`
+}
 
 // warmRun is a run on a warm interpreter, seen from the server; it behaves
 // as a launcher.Process.
@@ -262,6 +274,11 @@ func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
 			// process of the run is reaped: the run is over (no need to
 			// wait for the supervisor's own exit).
 			r.final, r.gotFinal = ev, true
+		case warmEventImports:
+			var imp importsEvent
+			if r.hooks.imports != nil && json.Unmarshal(line, &imp) == nil && len(imp.Modules) > 0 {
+				r.hooks.imports(imp.Modules)
+			}
 		}
 	}
 	r.mu.Lock()

@@ -43,7 +43,15 @@ type zygote struct {
 	paths     []pathStamp     // its sys.path directories, to notice installs
 	binds     []bindStamp     // directories its mount namespace holds, to notice replacements
 	modules   map[string]bool // top-level modules imported at its startup
-	log       *capture        // its own stdout/stderr (driver errors)
+	// Adaptive preload (adaptive.go): the modules it imports on top of the
+	// operator's, the generation of that list, the ones the previous
+	// generation had, and what it measured (import ms, resident bytes).
+	auto, prevAuto []string
+	gen            int
+	replacement    bool // started by adaptive preload: its failure excludes a module, not the key
+	costs          map[string]float64
+	rss            int64
+	log            *capture // its own stdout/stderr (driver errors)
 
 	// spec is what the zygote is confined with (nil: no sandbox), report
 	// what the launcher applied; its forks inherit both.
@@ -142,7 +150,7 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 		// uid that the run could name (see driver.py).
 		spares = 1
 	}
-	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(spares), strings.Join(w.cfg.Preload, ",")}
+	argv := []string{interp.Path, "-u", w.driverPath, strconv.Itoa(spares), w.preloadArgLocked(key, interp.Path, z)}
 	if z.exclusive {
 		argv = append(argv, "serial")
 	}
@@ -231,7 +239,20 @@ func (z *zygote) awaitReady() {
 		}
 		z.modules = map[string]bool{}
 		for _, m := range fields[2+n:] {
-			z.modules[m] = true
+			switch {
+			case strings.HasPrefix(m, "="): // =MODULE=ms: an adaptive preload's import time
+				name, ms, _ := strings.Cut(m[1:], "=")
+				if v, err := strconv.ParseFloat(ms, 64); err == nil {
+					if z.costs == nil {
+						z.costs = map[string]float64{}
+					}
+					z.costs[name] = v
+				}
+			case strings.HasPrefix(m, "%rss="):
+				z.rss, _ = strconv.ParseInt(m[len("%rss="):], 10, 64)
+			default:
+				z.modules[m] = true
+			}
 		}
 		z.readyOnce.Do(func() { close(z.ready) })
 	case "FAIL":

@@ -39,6 +39,14 @@ func NewLocal(eng *engine.Engine, version string, maxWorkers int) *Local {
 	return &Local{eng: eng, version: version, maxWorkers: maxWorkers}
 }
 
+// Prime starts, in the background, what the first Info would otherwise
+// wait for: interpreter discovery and uv's version. Servers call it once at
+// start.
+func (l *Local) Prime() {
+	l.eng.DiscoverInterpreters()
+	go l.uv(context.Background())
+}
+
 // Engine exposes the engine for front ends that need more than the seam.
 func (l *Local) Engine() *engine.Engine { return l.eng }
 
