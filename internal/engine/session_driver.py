@@ -114,12 +114,28 @@ if __name__ == "__main__":
 def _overlay():
     """Put the session's package overlay on sys.path (and PYTHONPATH, for
     the processes cells start), and a pip that installs there first on
-    PATH (and as `python -m pip` when the environment has no pip)."""
+    PATH (and as `python -m pip`). Only names here: the files are written
+    before the first cell (_overlay_files), off the session's start."""
     overlay = os.environ.get("PYEXEC_SESSION_OVERLAY")
     if not overlay:
-        return
+        return None
     tmp = os.path.dirname(overlay)
     bin_dir, mod_dir = os.path.join(tmp, ".pyexec-bin"), os.path.join(tmp, ".pyexec-pip")
+    sys.path.append(overlay)
+    sys.path.append(mod_dir)  # after the environment's own packages
+    pp = os.environ.get("PYTHONPATH")
+    # The shim's pip comes before the environment's for the processes cells
+    # start (`python -m pip install`): a real pip there could only try to
+    # write the shared environment, which is read-only.
+    add = overlay + os.pathsep + mod_dir
+    os.environ["PYTHONPATH"] = pp + os.pathsep + add if pp else add
+    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    return overlay, bin_dir, mod_dir
+
+
+def _overlay_files(names):
+    """Write the overlay dir and the pip shim (once, before the first cell)."""
+    overlay, bin_dir, mod_dir = names
     try:
         os.makedirs(overlay, exist_ok=True)
         os.makedirs(bin_dir, exist_ok=True)
@@ -136,16 +152,10 @@ def _overlay():
         with open(os.path.join(mod_dir, "pip", "__main__.py"), "w") as f:
             f.write("import sys\nsys.path.insert(0, %r)\nimport pyexec_pip\nsys.exit(pyexec_pip.main(sys.argv[1:]))\n" % bin_dir)
     except OSError:
-        return
-    sys.path.append(overlay)
-    sys.path.append(mod_dir)  # after the environment: a real pip wins
-    pp = os.environ.get("PYTHONPATH")
-    # The shim's pip comes before the environment's for the processes cells
-    # start (`python -m pip install`): a real pip there could only try to
-    # write the shared environment, which is read-only.
-    add = overlay + os.pathsep + mod_dir
-    os.environ["PYTHONPATH"] = pp + os.pathsep + add if pp else add
-    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+        pass
+    # An import tried before the directory existed cached "nothing here".
+    for d in (overlay, mod_dir):
+        sys.path_importer_cache.pop(d, None)
 
 
 def _main():
@@ -206,7 +216,7 @@ def _main():
             if body[:1] == b"I" and body[1:] == str(n).encode():
                 hit = True
 
-    _overlay()
+    overlay = _overlay()
 
     # The user's namespace: a fresh __main__, as `python -i` has.
     main = type(sys)("__main__")
@@ -236,6 +246,9 @@ def _main():
                 os.close(fd)
             continue
         n, source = int(head[1:]), code.decode("utf-8", "surrogateescape")
+        if overlay is not None:
+            _overlay_files(overlay)
+            overlay = None
         name = "<cell %d>" % n
         sources[name] = source
         lc = sys.modules.get("linecache")
