@@ -73,7 +73,7 @@ def main(argv):
         return 0
     if not overlay or not uv:
         sys.stderr.write("pip: this session cannot install packages: %s\n" % (
-            "no package overlay" if not overlay else "uv is not available on the server"))
+            "no package overlay" if not overlay else os.environ.get("PYEXEC_PIP_OFF", "uv is not available")))
         return 1
     cmd, rest = argv[0], argv[1:]
     extra = [a for a in os.environ.get("PYEXEC_UV_ARGS", "").split("\n") if a]

@@ -22,7 +22,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -41,8 +43,15 @@ func (e *Engine) sessionEnv(req *Request) func(tmpDir string) []string {
 	}
 	return func(tmpDir string) []string {
 		env := []string{"PYEXEC_SESSION_OVERLAY=" + filepath.Join(tmpDir, overlayDir)}
-		if uv, err := e.envs.UVPath(); err == nil && uv != "" {
-			env = append(env, "PYEXEC_UV="+uv, "PYEXEC_UV_ARGS="+strings.Join(e.envs.IndexArgs(), "\n"))
+		args := e.envs.IndexArgs()
+		switch uv, err := e.envs.UVPath(); {
+		case err != nil || uv == "":
+			env = append(env, "PYEXEC_PIP_OFF=uv is not available on the server")
+		case slices.ContainsFunc(args, hasUserinfo):
+			// Index credentials never reach a session's environment.
+			env = append(env, "PYEXEC_PIP_OFF=the server's package index needs credentials, which sessions do not get; pass dependencies to run_python instead")
+		default:
+			env = append(env, "PYEXEC_UV="+uv, "PYEXEC_UV_ARGS="+strings.Join(args, "\n"))
 		}
 		if deny {
 			env = append(env, "PYEXEC_NETWORK=deny")
@@ -93,4 +102,10 @@ func (sp *SessionProcess) Install(ctx context.Context, requirements []string) (s
 		return "", fmt.Errorf("%w: packages can come only from the server's local wheel directories, so this install failed: %v", ErrNetworkDenied, err)
 	}
 	return report, err
+}
+
+// hasUserinfo reports whether an index argument is a URL with credentials.
+func hasUserinfo(arg string) bool {
+	u, err := url.Parse(arg)
+	return err == nil && u.User != nil
 }
