@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 	"github.com/pyexec/pyexec/internal/testutil/proc"
 
 	"github.com/pyexec/pyexec/internal/testutil/gate"
@@ -94,7 +95,7 @@ func (rs *replicaSet) start(i int) {
 		t.Fatal(err)
 	}
 	nd.cmd, nd.exited = cmd, make(chan struct{})
-	t.Cleanup(func() { cmd.Process.Kill(); <-nd.exited })
+	t.Cleanup(func() { cmd.Process.Kill(); <-nd.exited; mounts.WaitGone(t, nd.state) })
 	sc := bufio.NewScanner(stderr)
 	var lines []string
 	for nd.url == "" || !strings.Contains(strings.Join(lines, "\n"), "[READY]") {

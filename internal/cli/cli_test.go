@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,9 @@ func pyexec(t *testing.T, workspace string, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "PYEXEC_TEST_AS_CLI=1", "PYEXEC_WORKSPACE="+workspace, "PYEXEC_STATE_DIR="+t.TempDir())
+	state := t.TempDir()
+	mounts.CleanupWaitsFor(t, state)
+	cmd.Env = append(os.Environ(), "PYEXEC_TEST_AS_CLI=1", "PYEXEC_WORKSPACE="+workspace, "PYEXEC_STATE_DIR="+state)
 	return cmd
 }
 

@@ -32,6 +32,7 @@ type engineFlags struct {
 	warm           int
 	preload        string
 	preloadAuto    bool
+	maxUpload      sizeFlag
 
 	maxSessions     int
 	sessionIdle     secondsFlag
@@ -55,6 +56,8 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 	fs.BoolVar(&f.preloadAuto, "preload-auto", true, "adaptive preload: a warm interpreter learns which costly modules (>= 20 ms to import) its runs import, and a replacement that has them imported takes over in the background (server_info shows what was learned)")
+	f.maxUpload = sizeFlag(executor.DefaultMaxUpload)
+	fs.Var(&f.maxUpload, "max-upload", "largest file write_file and PUT /v1/files accept, like 100MiB")
 	fs.IntVar(&f.maxSessions, "max-sessions", session.DefaultMaxSessions(), "most live Python sessions at once; past it session creation is refused")
 	f.sessionIdle = secondsFlag{d: 30 * time.Minute}
 	fs.Var(&f.sessionIdle, "session-idle-timeout", "seconds a session may stay unused before it is closed (> 0; a session may ask for its own idle_timeout)")
@@ -170,6 +173,7 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	}
 	l := executor.NewLocal(eng, Version, f.maxWorkers)
 	l.SetRuff(ruff)
+	l.SetMaxUpload(int64(f.maxUpload))
 	l.ConfigureSessions(session.Config{MaxSessions: f.maxSessions, IdleTimeout: f.sessionIdle.d, MaxLifetime: f.sessionLifetime.d, StateDir: cfg.StateDir})
 	return l, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/pgdb"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 // jobFlags configure background jobs (servers only).
@@ -19,6 +20,7 @@ type jobFlags struct {
 	jobTimeout    secondsFlag
 	maxConcurrent int
 	maxQueue      int
+	resultChars   int
 
 	// Set by serve for a shared store (store.go).
 	db       *pgdb.DB
@@ -45,6 +47,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.jobTimeout, "job-timeout", "time limit in seconds of a background job, and of every run_python call (0: none); a request's own shorter timeout still applies")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", 2*runtime.NumCPU(), "most jobs (and job-backed sync runs) running at once; the rest wait as pending")
 	fs.IntVar(&f.maxQueue, "max-queue", 100, "most pending jobs; past it new runs are refused as busy")
+	fs.IntVar(&f.resultChars, "max-result-chars", present.DefaultBudget, "characters an MCP tool result carries by default (output over it is cut in the middle, the full output kept as a job); a call's max_output_chars may lower it or raise it up to 10 times this")
 }
 
 func (f *jobFlags) budget() time.Duration {

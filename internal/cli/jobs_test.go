@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,6 +21,7 @@ func mcpServer(t *testing.T, workspace, stateDir string) (*mcp.ClientSession, *e
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "mcp", "--log-level", "error")
+	mounts.CleanupWaitsFor(t, stateDir)
 	cmd.Env = append(os.Environ(), "PYEXEC_TEST_AS_CLI=1", "PYEXEC_WORKSPACE="+workspace, "PYEXEC_STATE_DIR="+stateDir)
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)

@@ -111,7 +111,7 @@ func runMCP(ctx context.Context, args []string, _, stderr io.Writer) int {
 		store = executor.LocalScripts{Store: s, Jobs: jx}
 	}
 	logger.Debug("MCP tools", "toolsets", toolsets)
-	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store})
+	srv := mcpserver.New(ex, mcpserver.Options{Version: Version, Logger: logger, SyncBudget: jf.budget(), Toolsets: toolsets, Scripts: store, MaxResultChars: jf.resultChars})
 	hintIfTerminal(os.Stdin, stderr)
 	// Not the SDK's stdio transport: one bad or oversized line must get an
 	// error reply, not end the session (and every job with it).

@@ -112,7 +112,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		router = rep.router
 	}
 	srv, err := httpapi.NewServer(httpapi.Options{
-		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(),
+		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(), MaxResultChars: jf.resultChars,
 		Toolsets: toolsets, Scripts: store,
 		CodeLimit: cfg.CodeLimit, MaxInFlight: maxInFlight, BodyBudget: int64(bodyBudget),
 		SessionTimeout: sessionTimeout.d, Workspace: cfg.Workspace,

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ type capture struct {
 	pos   int    // next write position in tail when it is full
 	full  bool   // tail has wrapped at least once
 	total int64
+	lines int64 // newlines written, kept or not
 }
 
 func newCapture(limit int) *capture {
@@ -34,6 +36,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	n := len(p)
 	c.total += int64(n)
+	c.lines += int64(bytes.Count(p, newline))
 	headCap := c.limit / 2
 	if len(c.head) < headCap {
 		k := min(headCap-len(c.head), len(p))
@@ -63,6 +66,15 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.pos = (c.pos + k) % tailCap
 	}
 	return n, nil
+}
+
+var newline = []byte{'\n'}
+
+// Lines is the number of newlines written so far, kept or not.
+func (c *capture) Lines() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lines
 }
 
 // Total is the number of bytes written so far, kept or not.

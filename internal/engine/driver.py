@@ -119,6 +119,13 @@ def _zygote():
         os._exit(3)
     costs = _auto_preload(auto, send)
     keep = _startup_modules | (set(sys.modules) - before)
+    global _rt
+    _rt = _load_rt()
+    if _rt is not None and any(m == "matplotlib" or m.startswith("matplotlib.") or m == "IPython" or m.startswith("IPython.") for m in list(preload) + auto):
+        try:
+            _rt._load("pyexec_display")  # runs patch the preloaded modules at once: compile it once here
+        except Exception:  # noqa: BLE001 - loaded per run instead
+            pass
 
     import gc
     import signal
@@ -805,6 +812,13 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     main.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
     sys.modules["__main__"] = main
     del builtins, f, env, msg, anc, fds
+    if _rt is not None:
+        try:
+            _rt.install()  # display and error hooks, as sitecustomize installs them cold
+        except Exception:  # noqa: BLE001 - never break the run
+            pass
+        if "sitecustomize" not in sys.modules:  # cold runs import pyexec's
+            sys.modules["sitecustomize"] = type(sys)("sitecustomize")
     _run(os, signal, main, path)
 
 
@@ -834,6 +848,27 @@ def _rehearse():
 _hidden = []
 _REPORT = None  # the page G reports its imports in (S's; see _clear_report)
 _SITE_DIRS = ()  # the zygote's sys.path directories that are not the standard library
+_rt = None  # pyexec_rt (display and error hooks), loaded once by the zygote
+
+
+def _load_rt():
+    """Load pyexec_rt.py from PYEXEC_RT_DIR without putting it in sys.modules
+    (a run must not find it there)."""
+    d = os.environ.get("PYEXEC_RT_DIR")
+    if not d:
+        return None
+    path = os.path.join(d, "pyexec_rt.py")
+    try:
+        with open(path, "rb") as f:
+            src = f.read()
+        m = type(sys)("pyexec_rt")
+        m.__file__ = path
+        exec(compile(src, path, "exec"), m.__dict__)
+        return m
+    except Exception:  # noqa: BLE001 - runs go without the hooks
+        return None
+
+
 _FORK_SERVER_PIDS = []  # the zygote's pid and threads (set before READY)
 _SERIAL = False  # it serves one run at a time (argv[3] == "serial")
 _PROC = "/proc"

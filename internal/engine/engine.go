@@ -24,13 +24,14 @@ type Engine struct {
 	cfg      Config
 	ws       *workspace.Root // the path rules (package workspace)
 	interps  interpreters
-	envs     *uvenv.Manager // dependency environments (environment.go)
-	caps     capsCache      // what the kernel can enforce (sandbox.go)
-	warm     *warmPool      // nil when warm interpreters are off (pool.go)
-	tmp      *tmpDirs       // the runs' temp dirs (tmpdirs.go)
-	tmpQuota *tmpQuota      // the filesystem holding them (tmpquota.go)
-	runAs    runAsCache     // recent run-as choices (sandbox.go)
-	live     sessionSet     // session interpreters (session_linux.go)
+	envs     *uvenv.Manager     // dependency environments (environment.go)
+	caps     capsCache          // what the kernel can enforce (sandbox.go)
+	warm     *warmPool          // nil when warm interpreters are off (pool.go)
+	tmp      *tmpDirs           // the runs' temp dirs (tmpdirs.go)
+	tmpQuota *tmpQuota          // the filesystem holding them (tmpquota.go)
+	runAs    runAsCache         // recent run-as choices (sandbox.go)
+	watch    *workspace.Watcher // the files runs change (package workspace)
+	live     sessionSet         // session interpreters (session_linux.go)
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -42,6 +43,9 @@ func New(cfg Config) (*Engine, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 		}
+	}
+	if err := writePyrt(pyrtDir(cfg.StateDir)); err != nil {
+		return nil, err
 	}
 	ws, err := workspace.NewRoot(cfg.Workspace)
 	if err != nil {
@@ -58,7 +62,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir, tmpRoot(cfg.StateDir))}
+	e = &Engine{cfg: cfg, ws: ws, envs: envs, tmpQuota: quota, tmp: newTmpDirs(quota.dir, tmpRoot(cfg.StateDir)), watch: workspace.NewWatcher(ws.HideTree(cfg.StateDir))}
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.interps.cache = newInterpCache(cfg.StateDir)
 	e.interps.cwd, _ = os.Getwd()
@@ -74,6 +78,7 @@ func (e *Engine) Close() error {
 	e.live.killAll()
 	e.closeWarm()
 	e.interps.closeDiscovery()
+	e.watch.Close()
 	e.tmp.close()
 	e.envs.Wait()
 	return e.tmpQuota.release()
@@ -134,8 +139,14 @@ func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extra
 	if x.prepared != nil {
 		x.prepared(p)
 	}
+	span := e.watch.Begin()
 	res, err := e.execute(ctx, p, obs)
+	changes, note := span.End(p.rights)
 	res.ResolvedDependencies = p.uv.resolvedDependencies()
+	if err == nil {
+		res.RunOutputs = collectOutputs(p.tmpDir)
+		res.Files, res.FilesNote = fileChanges(changes), note
+	}
 	return res, err
 }
 
@@ -149,7 +160,8 @@ type prepared struct {
 	tmpDir   string
 	interp   Interpreter
 	strategy string
-	uv       *envUse // the uv environment the run uses, or nil
+	uv       *envUse          // the uv environment the run uses, or nil
+	rights   workspace.Rights // of the run's user, for reads on its behalf
 
 	extraFiles []*os.File // inherited by Python as fd 3, 4, ...
 	sourceNUL  bool       // the code has NUL bytes (warm runs cannot reproduce those)
@@ -214,6 +226,10 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		return nil, err
 	}
 	env := e.baseEnv(interp, strategy, tmpDir)
+	e.setRuntimeEnv(env, tmpDir)
+	if req.ScriptPath == "" {
+		env.set("PYEXEC_CODE_FILE", file) // tracebacks call it <code>
+	}
 	x.applyBefore(env)
 	if err := e.applyRequestEnv(env, req, cwd, rights); err != nil {
 		os.RemoveAll(tmpDir)
@@ -228,7 +244,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		}
 	}
 	// A preamble's wrapper script must stay readable under confinement.
-	ro := append(slices.Clone(x.PythonPath), x.ReadOnly...)
+	ro := append(append(slices.Clone(x.PythonPath), x.ReadOnly...), pyrtDir(e.cfg.StateDir))
 	for _, a := range req.Preamble {
 		if filepath.IsAbs(a) {
 			ro = append(ro, a)
@@ -248,7 +264,7 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 	}
 	return &prepared{
 		argv: argv, env: envList, dir: cwd, stdin: req.Stdin, timeout: timeout,
-		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, extraFiles: x.ExtraFiles,
+		tmpDir: tmpDir, interp: interp, strategy: strategy, uv: uv, rights: rights, extraFiles: x.ExtraFiles,
 		sourceNUL: bytes.IndexByte(src, 0) >= 0, sandbox: box, sandboxNotes: boxNotes, dedicated: x.Dedicated,
 	}, nil
 }

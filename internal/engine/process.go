@@ -133,7 +133,7 @@ func (e *Engine) executeOnce(ctx context.Context, p *prepared, obs Observer, war
 		return Result{}, fmt.Errorf("python could not be started: %w", waitErr)
 	}
 	// Totals count what the script wrote, not pyexec's own notes.
-	stdoutBytes, stderrBytes := stdout.Total(), stderr.Total()
+	stdoutBytes, stderrBytes, stderrLines := stdout.Total(), stderr.Total(), stderr.Lines()
 	if timedOut {
 		fmt.Fprintf(stderr, "\n[TIMEOUT] killed after %.1fs (timeout %gs): the run's whole process tree was terminated\n",
 			elapsed.Seconds(), p.timeout.Seconds())
@@ -173,6 +173,8 @@ func (e *Engine) executeOnce(ctx context.Context, p *prepared, obs Observer, war
 		PeakMemoryBytes:   peakMem,
 		StdoutBytes:       stdoutBytes,
 		StderrBytes:       stderrBytes,
+		StdoutLines:       stdout.Lines(),
+		StderrLines:       stderrLines,
 	}
 	res.Success = res.ExitCode == 0 && !timedOut && !cancelled
 	res.Stdout, res.StdoutTruncated = stdout.Text()

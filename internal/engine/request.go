@@ -72,6 +72,14 @@ type Result struct {
 	StderrBytes     int64 `json:"stderr_bytes" jsonschema:"Total number of bytes the script wrote to stderr, including any not returned inline."`
 	StdoutTruncated bool  `json:"stdout_truncated" jsonschema:"True when stdout exceeded the inline cap and its middle was dropped."`
 	StderrTruncated bool  `json:"stderr_truncated" jsonschema:"True when stderr exceeded the inline cap and its middle was dropped."`
+	StdoutLines     int64 `json:"stdout_lines,omitempty" jsonschema:"Lines (newlines) the script wrote to stdout, including any not returned."`
+	StderrLines     int64 `json:"stderr_lines,omitempty" jsonschema:"Lines (newlines) the script wrote to stderr, including any not returned."`
+
+	// OutputJobID is set by executors with jobs, not the engine.
+	OutputJobID string `json:"output_job_id,omitempty" jsonschema:"The background job that keeps this run's full output, when the output was too long to return whole: read job://ID/output or get_job with offsets."`
+
+	// What the run showed besides its streams (outputs.go).
+	RunOutputs
 }
 
 // Stream names one of the two output streams of a run.

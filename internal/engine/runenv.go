@@ -70,6 +70,7 @@ func (e *Engine) baseEnv(interp Interpreter, strategy, tmpDir string) *runEnv {
 		env.set("VIRTUAL_ENV", filepath.Dir(binDir))
 	}
 	env.set("TMPDIR", tmpDir)
+	env.set("PYEXEC_RT_DIR", pyrtDir(e.cfg.StateDir)) // the driver loads the run's hooks from there (pyrt.go)
 	env.set("PYTHONUNBUFFERED", "1")
 	env.set("PYTHONIOENCODING", "utf-8")
 	return env

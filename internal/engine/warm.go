@@ -68,6 +68,7 @@ func (e *Engine) startProcess(p *prepared, opts launcher.Options, warm bool) (ru
 			return r, nil
 		}
 	}
+	spec.Env = e.coldEnv(spec.Env) // pyrt.go
 	proc, err := launcher.Start(spec, opts)
 	if err != nil {
 		return nil, err

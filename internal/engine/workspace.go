@@ -73,3 +73,14 @@ func (e *Engine) readWorkspaceFile(field, name, path string, rights workspace.Ri
 	}
 	return data, nil
 }
+
+// Files is the workspace as the files tools reach it: pyexec's state dir
+// hidden, and the rights of the user a run with the server's default
+// settings executes as, which every read, write and delete is held to.
+func (e *Engine) Files() (*workspace.Root, workspace.Rights, error) {
+	rights, err := e.readRights(&Request{}, e.cfg.Workspace)
+	if err != nil {
+		return nil, workspace.Rights{}, err
+	}
+	return e.ws.HideTree(e.cfg.StateDir), rights, nil
+}

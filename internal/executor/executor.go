@@ -54,6 +54,10 @@ func BatchWireLimit(codeLimit int) int64 {
 type BatchRequest struct {
 	Requests   []engine.Request `json:"requests"`
 	MaxWorkers int              `json:"max_workers,omitempty"`
+	// OutputBudget is the characters the caller will show of the whole
+	// batch; with jobs, entries whose output exceeds their share are kept
+	// as jobs (BatchItem.JobID) so the full output stays readable.
+	OutputBudget int `json:"output_budget,omitempty" jsonschema:"Characters of output the caller will show for the whole batch (default 20000); entries whose output exceeds their share are kept as jobs (job_id) with their full output."`
 }
 
 // BatchResult holds one item per request, in input order.
@@ -66,9 +70,30 @@ type BatchItem struct {
 	engine.Result
 	Index int    `json:"index" jsonschema:"Position of this entry in the input list."`
 	Error string `json:"error,omitempty" jsonschema:"Why this entry was rejected before running (its other fields are then empty)."`
+	// Exception is the run's uncaught exception (Result.Error, whose JSON
+	// name a batch entry gives to Error): set by Finish.
+	Exception *engine.RunError `json:"exception,omitempty" jsonschema:"The uncaught exception the snippet died of, when it died of one (what a run result calls error)."`
 	// Set instead of a result when the batch ran in mode async.
 	JobID  string `json:"job_id,omitempty" jsonschema:"With mode async: the background job running this entry (follow it with get_job)."`
 	Status string `json:"status,omitempty" jsonschema:"With mode async: the job's status when it was started (pending or running)."`
+}
+
+// Finish sets the fields derived from the entry's result; decoders of a
+// batch call it too, to restore Result.Error.
+func (it *BatchItem) Finish() {
+	switch {
+	case it.Result.Error != nil:
+		it.Exception = it.Result.Error
+	case it.Exception != nil:
+		it.Result.Error = it.Exception
+	}
+}
+
+// Finish calls Finish on every entry.
+func (r *BatchResult) Finish() {
+	for i := range r.Results {
+		r.Results[i].Finish()
+	}
 }
 
 // Info describes an executor.

@@ -37,6 +37,11 @@ type JobExecutor interface {
 type SyncOptions struct {
 	Budget time.Duration // <= 0: no handoff
 	Label  string        // label of the job if the run is handed off
+	// OutputBudget is the characters of output the caller will show (see
+	// package present). A run that finishes with more (or with images that
+	// cannot all go inline) is kept as a job so its full output stays
+	// readable; one with less leaves nothing behind. 0: present's default.
+	OutputBudget int
 	// Keep keeps the backing job after a run that ended within the budget
 	// (normally removed: only handed-off runs appear in list_jobs). An MCP
 	// task's run keeps its job, so get_job and list_jobs see it.
@@ -51,6 +56,9 @@ type Outcome struct {
 	Result *engine.Result // set when the run finished within the budget
 	Job    jobs.Job       // the backing job (on handoff: running or pending)
 	Output *jobs.Chunk    // on handoff: output so far and cursors to continue
+	// Kept is true when a finished run was kept as a job (its output did
+	// not fit OutputBudget): Job.ID names its full output.
+	Kept bool
 }
 
 // LocalJobs is Local plus a job manager on the same engine.
@@ -107,6 +115,9 @@ func (l *Local) runJob(ctx context.Context, req engine.Request, o jobs.RunOption
 func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts SyncOptions, progress ProgressFunc) (Outcome, error) {
 	hb := &jobHeartbeat{m: l.m, progress: progress, start: time.Now()}
 	so := jobs.SyncOptions{Label: opts.Label, Budget: opts.Budget, Ephemeral: !opts.Keep, OnStart: opts.OnJob}
+	if so.Ephemeral {
+		keepFor(&so, opts.OutputBudget)
+	}
 	if progress != nil {
 		so.OnStart = func(j jobs.Job) {
 			if opts.OnJob != nil {
@@ -122,7 +133,10 @@ func (l *LocalJobs) RunOrHandoff(ctx context.Context, req engine.Request, opts S
 		defer hb.stop()
 	}
 	out, err := l.m.RunSync(ctx, req, so)
-	o := Outcome{Result: out.Result, Job: out.Job, Output: out.Output}
+	o := Outcome{Result: out.Result, Job: out.Job, Output: out.Output, Kept: out.Kept || opts.Keep}
+	if o.Kept && o.Result != nil {
+		o.Result.OutputJobID = o.Job.ID
+	}
 	return o, err
 }
 
@@ -245,4 +259,16 @@ func (l *LocalJobs) Prune(ctx context.Context, opts jobs.PruneOptions) (jobs.Pru
 // Subscribe implements JobExecutor.
 func (l *LocalJobs) Subscribe(ctx context.Context, id string) (<-chan jobs.Event, func(), error) {
 	return l.m.Subscribe(ctx, id)
+}
+
+// JobArtifacts is implemented by job executors that keep what a job's run
+// displayed (jobs.Artifact): the local one, and a remote one over REST.
+type JobArtifacts interface {
+	// Artifact returns a stored artifact's bytes and media type.
+	Artifact(ctx context.Context, id, name string) ([]byte, string, error)
+}
+
+// Artifact implements JobArtifacts.
+func (l *LocalJobs) Artifact(ctx context.Context, id, name string) ([]byte, string, error) {
+	return l.m.Artifact(ctx, id, name)
 }

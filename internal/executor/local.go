@@ -26,7 +26,8 @@ type Local struct {
 	uvOnce    sync.Once
 	uvVersion string
 
-	quality qualityRunner // format and lint (quality.go)
+	quality   qualityRunner // format and lint (quality.go)
+	maxUpload int64         // largest file WriteFile accepts (files.go)
 
 	sessions localSessions // live Python sessions (sessions.go)
 }
@@ -98,6 +99,7 @@ func (l *Local) Batch(ctx context.Context, req BatchRequest, progress ProgressFu
 			if err != nil {
 				item.Error = err.Error()
 			}
+			item.Finish()
 			out.Results[i] = item
 			done.Add(1)
 		}()

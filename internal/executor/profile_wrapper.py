@@ -9,36 +9,58 @@ import sys
 
 
 def _pyexec_profile():
+    import builtins
     import cProfile
     import json
     import os
     import pstats
-    import runpy
+    import types
 
     marker, rows, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     sys.argv = sys.argv[3:]
     sys.path[0] = os.path.dirname(os.path.abspath(target))
+    # Read, compile and set up __main__ before the profiler starts, so the
+    # table holds the script's own calls only (runpy.run_path would add
+    # pkgutil's import and its importer lookups to every profile).
+    with open(target, "rb") as f:
+        code = compile(f.read(), target, "exec")
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=target, __builtins__=builtins, __loader__=None,
+                         __spec__=None, __cached__=None, __package__=None)
+    sys.modules["__main__"] = main
     prof = cProfile.Profile()
     try:
         prof.enable()
         try:
-            runpy.run_path(target, run_name="__main__")
+            exec(code, main.__dict__)
         finally:
             prof.disable()
     finally:
         out = []
         stats = pstats.Stats(prof).stats
-        # Hide the wrapper's own frames: runpy, this file, the exec that
-        # runpy uses to start the script, and the profiler's disable call.
-        hidden = {runpy.__file__, runpy.__file__.rstrip("c"), "<frozen runpy>", "<string>",
-                  _pyexec_profile.__code__.co_filename}
+        # Hide the wrapper's own frames: this file, the exec that starts
+        # the script, and the profiler's disable call.
+        hidden = {_pyexec_profile.__code__.co_filename, "<string>"}
+        # Name files as tracebacks do: inline code is <code>, workspace
+        # files by their workspace-relative path.
+        code_file = os.environ.get("PYEXEC_CODE_FILE", "")
+        ws = os.environ.get("PYEXEC_WORKSPACE", "")
+
+        def shown(filename):
+            if filename == "~":
+                return ""
+            if code_file and filename == code_file:
+                return "<code>"
+            if ws and filename.startswith(ws.rstrip("/") + "/"):
+                return filename[len(ws.rstrip("/")) + 1:]
+            return filename
         for (filename, line, name), (cc, nc, tt, ct, _callers) in stats.items():
             if filename in hidden or (filename == "~" and (
                     "_lsprof.Profiler" in name or name == "<built-in method builtins.exec>")):
                 continue
             out.append({
                 "function": name,
-                "file": "" if filename == "~" else filename,
+                "file": shown(filename),
                 "line": line,
                 "calls": nc,
                 "primitive_calls": cc,

@@ -101,7 +101,9 @@ func (c *Client) Batch(ctx context.Context, req executor.BatchRequest, progress 
 	if err != nil {
 		return executor.BatchResult{}, err
 	}
-	return call[executor.BatchResult](ctx, c, "/v1/batch", req, d, progress)
+	res, err := call[executor.BatchResult](ctx, c, "/v1/batch", req, d, progress)
+	res.Finish()
+	return res, err
 }
 
 // Info implements executor.Executor.
@@ -323,16 +325,26 @@ func (c *Client) transportError(ctx context.Context, err error, connected bool) 
 // becomes an *engine.RequestError again, exactly as the local executor
 // returns it.
 func (c *Client) statusError(resp *http.Response) error {
+	d, err := c.errorDetail(resp)
+	if err != nil {
+		return err
+	}
+	return c.detailError(d)
+}
+
+// errorDetail reads an error response's detail; an answer that is not an
+// ErrorBody is an error of its own.
+func (c *Client) errorDetail(resp *http.Response) (ErrorDetail, error) {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var eb ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
-		return c.detailError(eb.Error)
+		return eb.Error, nil
 	}
 	text := strings.TrimSpace(string(data))
 	if len(text) > 300 {
 		text = text[:300] + "..."
 	}
-	return fmt.Errorf("execution server at %s answered HTTP %d: %s", c.base, resp.StatusCode, text)
+	return ErrorDetail{}, fmt.Errorf("execution server at %s answered HTTP %d: %s", c.base, resp.StatusCode, text)
 }
 
 // RemoteError is an error reported by the execution server.

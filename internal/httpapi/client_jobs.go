@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,7 +27,7 @@ var _ executor.JobExecutor = (*Client)(nil)
 // sync_budget, streaming progress; the answer is the result or the job the
 // run was handed off to.
 func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts executor.SyncOptions, progress executor.ProgressFunc) (executor.Outcome, error) {
-	if opts.Budget <= 0 && !opts.Keep {
+	if opts.Budget <= 0 && opts.OutputBudget <= 0 && !opts.Keep {
 		res, err := c.Run(ctx, req, progress)
 		if err != nil {
 			return executor.Outcome{}, err
@@ -42,7 +43,7 @@ func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts exec
 		// stream's heartbeats tell a live run from a dead server.
 		d = max(d, 24*time.Hour)
 	}
-	body := RunRequest{Request: req, SyncBudget: max(opts.Budget, 0).Seconds(), JobLabel: opts.Label, KeepJob: opts.Keep}
+	body := RunRequest{Request: req, SyncBudget: max(opts.Budget, 0).Seconds(), JobLabel: opts.Label, KeepJob: opts.Keep, OutputBudget: opts.OutputBudget}
 	if opts.OnJob != nil {
 		ctx = context.WithValue(ctx, jobHookKey{}, opts.OnJob)
 	}
@@ -54,7 +55,7 @@ func (c *Client) RunOrHandoff(ctx context.Context, req engine.Request, opts exec
 		out := l.Handoff.Output
 		return executor.Outcome{Job: l.Handoff.Job, Output: &out}, nil
 	}
-	return executor.Outcome{Result: l.Result}, nil
+	return executor.Outcome{Result: l.Result, Kept: l.Result != nil && l.Result.OutputJobID != ""}, nil
 }
 
 // jobHookKey carries SyncOptions.OnJob to callLine, which hears the job
@@ -219,4 +220,20 @@ func (c *Client) jsonCall(ctx context.Context, method, path string, body, out an
 		return c.transportError(ctx, err, true)
 	}
 	return nil
+}
+
+// Artifact implements executor.JobArtifacts.
+func (c *Client) Artifact(ctx context.Context, id, name string) ([]byte, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.TimeoutBuffer+fileTimeout)
+	defer cancel()
+	resp, err := c.fileRequest(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/artifacts/"+url.PathEscape(name), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, "", c.transportError(ctx, err, true)
+	}
+	return data, resp.Header.Get("Content-Type"), nil
 }

@@ -181,7 +181,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if budget > 0 || req.KeepJob {
+	if budget > 0 || req.KeepJob || (req.OutputBudget > 0 && s.jx != nil) {
 		s.runOrHandoff(w, r, req, budget)
 		return
 	}
@@ -202,7 +202,7 @@ func (s *Server) runOrHandoff(w http.ResponseWriter, r *http.Request, req RunReq
 		writeError(w, &engine.RequestError{Field: "sync_budget", Message: "this server runs no background jobs; leave sync_budget unset"})
 		return
 	}
-	opts := executor.SyncOptions{Budget: budget, Label: req.JobLabel, Keep: req.KeepJob}
+	opts := executor.SyncOptions{Budget: budget, Label: req.JobLabel, Keep: req.KeepJob, OutputBudget: req.OutputBudget}
 	var st *stream[engine.Result]
 	var progress executor.ProgressFunc
 	if wantsNDJSON(r) {

@@ -44,6 +44,8 @@ type RunRequest struct {
 	SyncBudget float64 `json:"sync_budget,omitempty" jsonschema:"Servers with background jobs: seconds to wait for the result before the run is handed off to a background job (then the answer is 202 with the job and the output so far). 0 (default): wait for the result."`
 	JobLabel   string  `json:"job_label,omitempty" jsonschema:"Label of the background job if the run is handed off."`
 	KeepJob    bool    `json:"keep_job,omitempty" jsonschema:"Servers with background jobs: run as a job that is kept after the run (get_job and list_jobs see it), without a handoff unless sync_budget is set; a streamed answer names the job in a {\"job\": ...} line first. MCP tasks of a remote front end use it."`
+	// OutputBudget: see executor.SyncOptions.
+	OutputBudget int `json:"output_budget,omitempty" jsonschema:"Servers with background jobs: characters of output the caller will show (default 20000). A finished run with more is kept as a job (output_job_id) so its full output stays readable."`
 }
 
 // RunHandoff is the answer when a run outlived its sync_budget: it goes on
@@ -84,6 +86,27 @@ func (s *Server) jobRoutes(handle func(pattern, name string, o routeOpts, h http
 	handle("/v1/jobs/{id}/output", "job_output", sse, methods{http.MethodGet: s.handleJobOutput})
 	handle("/v1/jobs/{id}/events", "job_events", routeOpts{untracked: func(*http.Request) bool { return true }}, methods{http.MethodGet: s.handleJobEvents})
 	handle("/v1/jobs/{id}/cancel", "job_cancel", routeOpts{}, methods{http.MethodPost: s.handleCancelJob})
+	handle("/v1/jobs/{id}/artifacts/{name}", "job_artifact", routeOpts{}, methods{http.MethodGet: s.handleJobArtifact})
+}
+
+// handleJobArtifact is GET /v1/jobs/{id}/artifacts/{name}: the bytes of
+// something the job's run displayed (jobs.Artifact), as stored.
+func (s *Server) handleJobArtifact(w http.ResponseWriter, r *http.Request) {
+	ax, ok := s.jx.(executor.JobArtifacts)
+	if !ok {
+		writeError(w, newAPIError(http.StatusNotImplemented, CodeInternal, "this server keeps no job artifacts"))
+		return
+	}
+	data, mime, err := ax.Artifact(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", mime)
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(data)
 }
 
 func wantsSSE(r *http.Request) bool {
@@ -453,4 +476,13 @@ func jobErrorStatus(err error) *apiError {
 		return newAPIError(http.StatusInsufficientStorage, CodeStorageFull, "%s", msg)
 	}
 	return nil
+}
+
+// Artifact implements executor.JobArtifacts when the wrapped executor does.
+func (x *admittedJobs) Artifact(ctx context.Context, id, name string) ([]byte, string, error) {
+	ax, ok := x.JobExecutor.(executor.JobArtifacts)
+	if !ok {
+		return nil, "", newAPIError(http.StatusNotImplemented, CodeInternal, "this server keeps no job artifacts")
+	}
+	return ax.Artifact(ctx, id, name)
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -136,6 +137,33 @@ func suite(workspace string) []toolCase {
 			check: wantToolError("the limit is 20")},
 		{name: "batch both", tool: "run_python_batch", args: map[string]any{"codes": []string{"1"}, "requests": []map[string]any{{"code": "1"}}},
 			check: wantToolError("not both")},
+		{name: "write file", tool: "write_file", args: map[string]any{"path": "in/data.csv", "content": "a,b\n1,2\n", "overwrite": true},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["path"] != "in/data.csv" || s["size"] != float64(8) || len(fmt.Sprint(s["sha256"])) != 64 {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "write file exists", tool: "write_file", args: map[string]any{"path": "hello.py", "content": "x"},
+			check: wantToolError("already exists (pass overwrite to replace it)")},
+		{name: "write file outside", tool: "write_file", args: map[string]any{"path": "../x.txt", "content": "x"},
+			check: wantToolError("is outside the workspace")},
+		{name: "read file", tool: "read_file", args: map[string]any{"path": "hello.py", "offset": 6, "length": 4},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["content"] != "\"Hel" || s["next_offset"] != float64(10) || s["eof"] != false || s["mime"] != "text/plain" {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{name: "read file missing", tool: "read_file", args: map[string]any{"path": "nope.txt"},
+			check: wantToolError("does not exist")},
+		{name: "list files", tool: "list_files", args: map[string]any{"pattern": "*.py"},
+			check: func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if e, _ := s["entries"].([]any); len(e) != 2 || !strings.Contains(text(r), "args_test.py") {
+					t.Fatalf("structured %v", s)
+				}
+			}},
 		// Scripts live on the executing side: a local store, or the
 		// execution server's (never the front end's).
 		{name: "save script", tool: "save_script", args: map[string]any{"name": "greet", "code": "import sys\nprint('hi', sys.argv[1:])", "dependencies": []string{}, "overwrite": true},
@@ -263,7 +291,7 @@ func connectOpts(t *testing.T, ex executor.Executor, client *mcp.Client, opts mc
 
 var (
 	secondsRe = regexp.MustCompile(`\d+\.\d+ s\b`)
-	volatile  = []string{"elapsed_seconds", "cpu_user_seconds", "cpu_system_seconds", "peak_rss_bytes", "peak_memory_bytes", "saved_at", "path"}
+	volatile  = []string{"elapsed_seconds", "cpu_user_seconds", "cpu_system_seconds", "peak_rss_bytes", "peak_memory_bytes", "mod_time", "saved_at", "path"}
 	// storePathRe is where a script store keeps a saved script: a
 	// different temp dir for the local and the remote store.
 	storePathRe = regexp.MustCompile("`/[^`]*/scripts/")

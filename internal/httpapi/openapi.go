@@ -13,6 +13,7 @@ import (
 	"github.com/pyexec/pyexec/internal/quality"
 	"github.com/pyexec/pyexec/internal/scripts"
 	"github.com/pyexec/pyexec/internal/session"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // The OpenAPI 3.1 document is generated from the very Go types the handlers
@@ -61,6 +62,8 @@ var componentSchemas = []schemaEntry{
 	{"ProfileRequest", forType[executor.ProfileRequest]()},
 	{"ProfileResult", forType[executor.ProfileResult]()},
 	{"ProfileStreamLine", forType[StreamLine[executor.ProfileResult]]()},
+	{"FileInfo", forType[workspace.FileInfo]()},
+	{"FileList", forType[executor.FileList]()},
 	{"SaveScriptRequest", forType[SaveScriptRequest]()},
 	{"ScriptEntry", forType[scripts.Entry]()},
 	{"ScriptList", forType[ScriptList]()},
@@ -230,6 +233,15 @@ func buildOpenAPI() ([]byte, error) {
 			"parameters":  []any{jobID},
 			"responses":   common(obj{"200": resp("The job.", "Job"), "404": errResp("No such job.")}),
 		}},
+		"/v1/jobs/{id}/artifacts/{name}": obj{"get": obj{
+			"operationId": "jobArtifact",
+			"summary":     "Something the job's run displayed (a figure, an image), as stored: the job's run.artifacts lists them by name (display-N.png).",
+			"parameters":  []any{jobID, obj{"name": "name", "in": "path", "required": true, "schema": obj{"type": "string"}, "description": "The artifact's name, from run.artifacts."}},
+			"responses": common(obj{
+				"200": obj{"description": "The artifact's bytes.", "content": obj{"image/png": obj{"schema": obj{"type": "string", "format": "binary"}}}},
+				"404": errResp("No such job or artifact."),
+			}),
+		}},
 		"/v1/jobs/{id}/output": obj{"get": obj{
 			"operationId": "jobOutput",
 			"summary":     "A job's output after byte offsets; nothing is ever returned twice.",
@@ -308,6 +320,52 @@ func buildOpenAPI() ([]byte, error) {
 			"summary":     "Run a request once under cProfile and return its result with the top functions by cumulative time.",
 			"requestBody": runBody("ProfileRequest"),
 			"responses":   common(merge(runErrors, obj{"200": streamed("ProfileResult", "ProfileStreamLine")})),
+		}},
+		"/v1/files/{path}": obj{
+			"parameters": []any{obj{"name": "path", "in": "path", "required": true, "schema": obj{"type": "string"},
+				"description": "A file relative to the workspace (slashes allowed), or absolute inside it (a leading %2F)."}},
+			"get": obj{
+				"operationId": "getFile",
+				"summary":     "A workspace file's bytes, read with the run user's rights; Range requests are honoured. X-Pyexec-Path names it relative to the workspace.",
+				"responses": common(obj{
+					"200": obj{"description": "The file.", "content": obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}},
+					"206": obj{"description": "The requested range.", "content": obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}}}},
+					"400": errResp("A path that can never be in the workspace."), "403": errResp("The run user may not read it."),
+					"404": errResp("No such file."), "409": errResp("A directory (code is_directory)."),
+				}),
+			},
+			"put": obj{
+				"operationId": "putFile",
+				"summary":     "Write a workspace file: the raw body, or the first file part of a multipart/form-data body, up to --max-upload. Missing directories are made; a new file (mode 0644) replaces the name only with overwrite=true, never writing through a link.",
+				"parameters":  []any{obj{"name": "overwrite", "in": "query", "schema": obj{"type": "boolean"}, "description": "Replace an existing file (default false)."}},
+				"requestBody": obj{"required": true, "content": obj{"application/octet-stream": obj{"schema": obj{"type": "string", "format": "binary"}},
+					"multipart/form-data": obj{"schema": obj{"type": "object", "properties": obj{"file": obj{"type": "string", "format": "binary"}}}}}},
+				"responses": common(obj{
+					"200": resp("The file written.", "FileInfo"),
+					"400": errResp("A path that can never be in the workspace."), "403": errResp("The run user may not write there."),
+					"409": errResp("It exists (code exists: pass overwrite=true) or is a directory (code is_directory)."),
+					"413": errResp("Larger than --max-upload."),
+				}),
+			},
+			"delete": obj{
+				"operationId": "deleteFile",
+				"summary":     "Delete a workspace file or empty directory (a symlink itself, never its target).",
+				"responses": common(obj{
+					"200": obj{"description": "Deleted.", "content": obj{"application/json": obj{"schema": obj{"type": "object"}}}},
+					"403": errResp("The run user may not delete it."), "404": errResp("No such file."), "409": errResp("A directory that is not empty."),
+				}),
+			},
+		},
+		"/v1/files": obj{"get": obj{
+			"operationId": "listFiles",
+			"summary":     "List a workspace directory, optionally recursive (symlinks listed, never followed) and filtered by a shell pattern.",
+			"parameters": []any{
+				obj{"name": "dir", "in": "query", "schema": obj{"type": "string"}, "description": "Directory relative to the workspace (default: the workspace)."},
+				obj{"name": "pattern", "in": "query", "schema": obj{"type": "string"}, "description": "Shell pattern matched against names (or paths below dir when it has a /)."},
+				obj{"name": "recursive", "in": "query", "schema": obj{"type": "boolean"}},
+				obj{"name": "limit", "in": "query", "schema": obj{"type": "integer"}, "description": "Most entries (default 1000)."},
+			},
+			"responses": common(obj{"200": resp("The entries.", "FileList"), "400": errResp("A bad dir, pattern or limit."), "404": errResp("No such directory.")}),
 		}},
 		"/v1/scripts": obj{
 			"post": obj{

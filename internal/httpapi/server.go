@@ -64,6 +64,8 @@ type Options struct {
 	// SyncBudget is the MCP tools' smart-async budget (executors with jobs;
 	// default 20 s, negative: never hand off).
 	SyncBudget time.Duration
+	// MaxResultChars is the MCP tools' default result size (mcpserver.Options).
+	MaxResultChars int
 	// Toolsets are the MCP tool groups offered on /mcp (nil: the default);
 	// Scripts is the script store behind the scripts tools and autosave.
 	Toolsets []string
@@ -174,7 +176,7 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Scripts != nil {
 		store = executor.LocalScripts{Store: opts.Scripts, Jobs: s.jx}
 	}
-	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store}
+	mopts := mcpserver.Options{Version: opts.Version, Logger: opts.Logger, SyncBudget: opts.SyncBudget, Toolsets: opts.Toolsets, Scripts: store, MaxResultChars: opts.MaxResultChars}
 	if opts.Router != nil {
 		mopts.SessionID = opts.Router.NewID
 	}
@@ -198,6 +200,10 @@ type routeOpts struct {
 	// untracked requests do not hold off graceful shutdown (MCP's
 	// standalone GET stream lives as long as its session).
 	untracked func(*http.Request) bool
+	// streamed bodies go straight to disk (file uploads, up to
+	// --max-upload): they hold no memory, so the body budget does not
+	// count them.
+	streamed bool
 }
 
 func (s *Server) routes() http.Handler {
@@ -218,6 +224,7 @@ func (s *Server) routes() http.Handler {
 	}
 	s.envRoutes(handle)     // envs.go
 	s.qualityRoutes(handle) // quality.go
+	s.fileRoutes(handle)    // files.go
 	s.uiRoutes(handle)
 	if s.opts.Scripts != nil {
 		s.scriptRoutes(handle) // scripts.go
@@ -297,7 +304,11 @@ func (s *Server) wrap(name string, o routeOpts, h http.Handler) http.Handler {
 			writeError(w, newAPIError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer TOKEN\" with the server's token (`pyexec serve` prints where its token file is when it starts; `pyexec mcp --executor` with the same state dir finds it)"))
 			return
 		}
-		r, releaseBody, err := s.admitBody(w, r)
+		releaseBody := func() {}
+		var err error
+		if !o.streamed {
+			r, releaseBody, err = s.admitBody(w, r)
+		}
 		if err != nil {
 			w.Header().Set("Connection", "close") // the unread body goes with the connection
 			writeError(w, err)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pyexec/pyexec/internal/distname"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 )
@@ -96,12 +97,7 @@ func Infer(ctx context.Context, ex executor.Executor, req engine.Request, declar
 
 // Distribution is the distribution that provides import name mod, or ""
 // when none should be installed for it.
-func Distribution(mod string) string {
-	if d, ok := distributions[mod]; ok {
-		return d
-	}
-	return mod
-}
+func Distribution(mod string) string { return distname.ForImport(mod) }
 
 // requirementName is the distribution name at the start of a PEP 508
 // requirement ("pandas>=2; python_version>'3'" -> "pandas").

@@ -84,6 +84,8 @@ type RunInfo struct {
 	PeakMemoryBytes   int64   `json:"peak_memory_bytes,omitempty" jsonschema:"High-water mark of the run's cgroup, all its processes together; absent when the run had no cgroup."`
 	LimitExceeded     string  `json:"limit_exceeded,omitempty" jsonschema:"Which resource limit the run hit, if any: memory, cpu, processes or file_size."`
 	Sandbox           string  `json:"sandbox,omitempty" jsonschema:"Confinement the run had: policy, network and the user it ran as."`
+	// Artifacts are what the run displayed (artifacts.go).
+	Artifacts []Artifact `json:"artifacts,omitempty" jsonschema:"What the run displayed (figures, images, tables), kept with the job: read an image as job://ID/artifacts/NAME."`
 }
 
 // Job is one job's metadata. Output is not part of it: read it with

@@ -34,10 +34,16 @@ type liveJob struct {
 	runErr          error
 	forgotten       bool // an ephemeral job to delete once saved (guarded by Manager.mu; storage.go)
 
+	// A lazy job (spill.go) is not in the store until it must be kept.
+	lazy     lazyOptions
+	inMemory bool // no database row yet (and logs in memory)
+	kept     bool // a lazy job that was written out
+	finished bool // finishRun has recorded the end (a lazy job can no longer be kept)
+
 	// Shared stores only (shared.go).
 	claimed bool     // taken from the shared queue (handed back if never started)
 	fenced  bool     // the lease was lost: the store is no longer ours to write
-	flusher *flusher // copies output to the store while the job runs
+	flusher *flusher // copies output to the store while the job runs (guarded by mu)
 
 	done chan struct{} // closed once the final state is persisted
 }
@@ -62,6 +68,12 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 func (lj *liveJob) persist() error {
 	lj.saveMu.Lock()
 	defer lj.saveMu.Unlock()
+	lj.mu.Lock()
+	unsaved := lj.inMemory
+	lj.mu.Unlock()
+	if unsaved {
+		return nil // nothing on disk to update (spill.go)
+	}
 	j := lj.snapshot(false)
 	ctx, cancel := storageContext()
 	defer cancel()
@@ -149,15 +161,17 @@ func (o observer) Output(s engine.Stream, p []byte) {
 			lj.job.StderrBytes, lj.job.StderrTruncated = lj.stderr.produced, lj.stderr.truncated
 		}
 	}
+	lj.spillIfOverLocked()
 	if grew {
 		lj.broadcastLocked()
 	}
 	ev := Event{JobID: lj.job.ID, Status: lj.job.Status, Output: true}
+	f := lj.flusher
 	lj.mu.Unlock()
 	if grew {
 		lj.m.hub.publish(ev)
-		if lj.flusher != nil {
-			lj.flusher.poke()
+		if f != nil {
+			f.poke()
 		}
 	}
 }

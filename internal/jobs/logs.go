@@ -64,6 +64,8 @@ type logWriter struct {
 	name      string // "stdout" or "stderr", for the note
 	index     int    // 0 stdout, 1 stderr: its slot in the budget
 	f         *os.File
+	mem       []byte // while f is nil: the log held in memory (see spill.go)
+	closed    bool   // the run has ended: nothing more is written
 	budget    *logBudget
 	written   int64 // bytes in the file
 	produced  int64 // bytes the script wrote, including dropped ones
@@ -97,7 +99,11 @@ func (w *logWriter) write(p []byte) bool {
 	if int64(len(keep)) > room {
 		keep = keep[:room]
 	}
-	if len(keep) > 0 {
+	if len(keep) > 0 && w.f == nil {
+		w.mem = append(w.mem, keep...)
+		w.written += int64(len(keep))
+		w.budget.used[w.index] += int64(len(keep))
+	} else if len(keep) > 0 {
 		n, err := w.f.Write(keep)
 		w.written += int64(n)
 		w.budget.used[w.index] += int64(n)
@@ -109,6 +115,11 @@ func (w *logWriter) write(p []byte) bool {
 	if len(keep) < len(p) {
 		w.truncated = true
 		note := fmt.Sprintf("\n[pyexec: the job's output reached its log budget of %s (stdout and stderr together); further %s was dropped]\n", formatBytes(w.budget.limit), w.name)
+		if w.f == nil {
+			w.mem = append(w.mem, note...)
+			w.written += int64(len(note))
+			return true
+		}
 		n, err := w.f.WriteString(note)
 		w.written += int64(n)
 		if err != nil {
@@ -121,6 +132,10 @@ func (w *logWriter) write(p []byte) bool {
 func (w *logWriter) state() logState { return logState{size: w.written, truncated: w.truncated} }
 
 func (w *logWriter) close() error {
+	w.closed = true
+	if w.f == nil {
+		return w.err
+	}
 	return errors.Join(w.err, w.f.Close())
 }
 

@@ -291,7 +291,7 @@ func (m *Manager) timeoutFor(req engine.Request) time.Duration {
 // Start queues req as a new job and returns it (pending, or running when a
 // slot was free). It returns ErrBusy when MaxQueue jobs are already waiting.
 func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (Job, error) {
-	lj, err := m.start(ctx, req, label, true, nil)
+	lj, err := m.start(ctx, req, label, true, nil, nil)
 	if err != nil {
 		return Job{}, err
 	}
@@ -303,7 +303,7 @@ func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (
 // it (code, timeout) for get_job and list_jobs. Such a job is never run
 // again elsewhere: if this process dies, recovery fails it like any other.
 func (m *Manager) StartRun(ctx context.Context, req engine.Request, label string, run RunFunc) (Job, error) {
-	lj, err := m.start(ctx, req, label, false, run)
+	lj, err := m.start(ctx, req, label, false, nil, run)
 	if err != nil {
 		return Job{}, err
 	}
@@ -311,8 +311,10 @@ func (m *Manager) StartRun(ctx context.Context, req engine.Request, label string
 }
 
 // start creates a job. anyNode lets a shared store's queue give it to any
-// replica; otherwise (synchronous runs) it runs here.
-func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool, run RunFunc) (*liveJob, error) {
+// replica; otherwise (synchronous runs) it runs here. With lazy set (only
+// for a job that runs here) it stays in memory until it must be kept
+// (spill.go). run, when set, executes it instead of Config.Run.
+func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool, lazy *lazyOptions, run RunFunc) (*liveJob, error) {
 	if m.cfg.Validate != nil {
 		if err := m.cfg.Validate(ctx, req); err != nil {
 			return nil, err
@@ -358,7 +360,9 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 		return nil, fmt.Errorf("%w (%d pending, %d running; limits: --max-queue %d, --max-concurrent %d)",
 			ErrBusy, len(m.queue), m.running, m.cfg.MaxQueue, m.cfg.MaxConcurrent)
 	}
-	if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
+	if lazy != nil {
+		lj.lazy, lj.inMemory = *lazy, true
+	} else if err := m.store.insert(ctx, &lj.job, m.owner); err != nil {
 		if IsStorageFull(err) {
 			return nil, m.stateFull("cannot record a new job", err)
 		}

@@ -170,6 +170,7 @@ func TestPrune(t *testing.T) {
 			cj, _ := m.Start(ctx, code("x"), "")
 			f.next(t)
 			m.Cancel(ctx, cj.ID)
+			waitDone(t, m, cj.ID) // its final state is stored after the tree is gone
 			finished[cj.ID] = true
 			running, _ := m.Start(ctx, code("x"), "")
 			rc := f.next(t)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pyexec/pyexec/internal/engine"
 )
@@ -32,7 +34,9 @@ type Cursor struct {
 	// character, or stop up to 3 bytes short of it to avoid splitting one.
 	MaxBytes int
 	// Wait > 0 long-polls: when nothing is new yet, wait up to this long for
-	// output or for the job to finish.
+	// output or for the job to finish. The answer then holds whole lines:
+	// it comes at a line end, or about 50 ms after the first new byte when
+	// no line ends (a prompt, a progress bar), not after a single byte.
 	Wait time.Duration
 }
 
@@ -121,6 +125,8 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 		defer timer.Stop()
 	}
 	dir := jobDir(m.cfg.StateDir, id)
+	var settle <-chan time.Time // set once part of a line has come
+	settled := false            // and fired
 	for {
 		st, err := m.outputState(ctx, id)
 		if err != nil {
@@ -155,7 +161,22 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 		}
 		ch.Done = st.final && ch.StdoutOffset >= st.stdout.size && ch.StderrOffset >= st.stderr.size
 		progressed := ch.StdoutOffset != c.StdoutOffset || ch.StderrOffset != c.StderrOffset
-		if progressed || st.final || timer == nil {
+		if progressed && timer != nil && !st.final {
+			// A long-poll answers with whole lines: what ends mid-line is
+			// cut at its last newline, or, with no newline yet, waited on
+			// for up to lineSettle after the first new byte.
+			if wholeLines(&ch, c) {
+				return ch, nil
+			}
+			if settle == nil {
+				t := time.NewTimer(lineSettle)
+				defer t.Stop()
+				settle = t.C
+			}
+			if settled {
+				return ch, nil
+			}
+		} else if progressed || st.final || timer == nil {
 			return ch, nil
 		}
 		var poll <-chan time.Time
@@ -171,10 +192,41 @@ func (m *Manager) Output(ctx context.Context, id string, c Cursor) (Chunk, error
 		select {
 		case <-st.changed:
 		case <-poll:
+		case <-settle:
+			settled = true
 		case <-timer.C:
 			return ch, nil
 		case <-ctx.Done():
 			return ch, ctx.Err()
 		}
 	}
+}
+
+// lineSettle is how long a long-poll that got part of a line waits for
+// the rest of it.
+const lineSettle = 50 * time.Millisecond
+
+// wholeLines reports whether every stream ch advanced ends at a line end,
+// cutting one that has a newline after its last one (it is read again next
+// time). A stream that filled its MaxBytes, or whose text had invalid
+// bytes replaced (offsets would no longer match lengths), counts as whole.
+func wholeLines(ch *Chunk, c Cursor) bool {
+	whole := true
+	for _, s := range []struct {
+		text *string
+		off  *int64
+		from int64
+	}{{&ch.Stdout, &ch.StdoutOffset, c.StdoutOffset}, {&ch.Stderr, &ch.StderrOffset, c.StderrOffset}} {
+		t := *s.text
+		if t == "" || strings.HasSuffix(t, "\n") || len(t) >= c.MaxBytes-utf8.UTFMax || strings.ContainsRune(t, utf8.RuneError) {
+			continue
+		}
+		if i := strings.LastIndexByte(t, '\n'); i >= 0 {
+			*s.text = t[:i+1]
+			*s.off = s.from + int64(i+1)
+			continue
+		}
+		whole = false
+	}
+	return whole
 }

@@ -151,6 +151,51 @@ func TestLongPollWakesOnOutput(t *testing.T) {
 	}
 }
 
+// TestLongPollReturnsWholeLines: a long-poll does not answer with the
+// first byte of a line: it waits for the line's end (and cuts after the
+// last newline it has), or, when no newline comes, answers with the
+// partial line shortly after (lineSettle).
+func TestLongPollReturnsWholeLines(t *testing.T) {
+	waiting := make(chan struct{}, 8)
+	m, f, _ := openTest(t, nil)
+	m.onWait = func() { waiting <- struct{}{} }
+	ctx := context.Background()
+	j, err := m.Start(ctx, code("x"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.next(t)
+	type res struct {
+		ch  Chunk
+		err error
+	}
+	got := make(chan res, 1)
+	go func() {
+		ch, err := m.Output(ctx, j.ID, Cursor{Wait: time.Minute})
+		got <- res{ch, err}
+	}()
+	<-waiting
+	c.stdout(t, "par")
+	<-waiting // woken by "par", it went back to waiting for the line's end
+	select {
+	case r := <-got:
+		t.Fatalf("answered with a partial line: %+v", r.ch)
+	default:
+	}
+	c.stdout(t, "tial\nnext")
+	r := <-got
+	if r.err != nil || r.ch.Stdout != "partial\n" || r.ch.StdoutOffset != 8 {
+		t.Fatalf("long poll = %+v, %v", r.ch, r.err)
+	}
+	// "next" has no newline yet: it still comes, after the settle delay.
+	r2, err := m.Output(ctx, j.ID, Cursor{StdoutOffset: 8, Wait: time.Minute})
+	if err != nil || r2.Stdout != "next" || r2.StdoutOffset != 12 {
+		t.Fatalf("partial line after the settle delay = %+v, %v", r2, err)
+	}
+	<-waiting // it did wait for the rest of the line first
+	c.exit(t, 0)
+}
+
 func TestLongPollHonoursContext(t *testing.T) {
 	m, f, _ := openTest(t, nil)
 	j, err := m.Start(context.Background(), code("x"), "")

@@ -44,22 +44,35 @@ func (m *Manager) runJob(lj *liveJob) {
 		defer c2()
 	}
 
-	dir := jobDir(m.cfg.StateDir, lj.job.ID)
-	setupErr := os.MkdirAll(dir, 0o700)
-	var stdout, stderr *logWriter
+	// A lazy job's logs start in memory; decided under lj.mu so that a
+	// keep racing with the start spills them rather than missing them.
 	budget := newLogBudget(m.cfg.LogCap)
-	if setupErr == nil {
-		stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", 0, budget)
+	lj.mu.Lock()
+	if lj.inMemory {
+		lj.stdout, lj.stderr = memoryLog("stdout", 0, budget), memoryLog("stderr", 1, budget)
 	}
-	if setupErr == nil {
-		stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", 1, budget)
+	inMemory := lj.stdout != nil
+	lj.mu.Unlock()
+	var setupErr error
+	var stdout, stderr *logWriter
+	if !inMemory {
+		dir := jobDir(m.cfg.StateDir, lj.job.ID)
+		setupErr = os.MkdirAll(dir, 0o700)
+		if setupErr == nil {
+			stdout, setupErr = createLog(filepath.Join(dir, stdoutLogName), "stdout", 0, budget)
+		}
+		if setupErr == nil {
+			stderr, setupErr = createLog(filepath.Join(dir, stderrLogName), "stderr", 1, budget)
+		}
 	}
 
 	lj.mu.Lock()
 	now := time.Now().UTC()
 	lj.job.Status = StatusRunning
 	lj.job.StartedAt = &now
-	lj.stdout, lj.stderr = stdout, stderr
+	if !inMemory {
+		lj.stdout, lj.stderr = stdout, stderr
+	}
 	lj.cancel = cancel
 	cancelled := lj.cancelRequested
 	skip := cancelled || setupErr != nil
@@ -81,7 +94,11 @@ func (m *Manager) runJob(lj *liveJob) {
 		_ = lj.persist() // logged; the final state is saved (or kept) at the end
 		m.hub.publish(Event{JobID: lj.job.ID, Status: StatusRunning})
 		if m.sh != nil {
-			lj.flusher = m.sh.startFlusher(lj)
+			lj.mu.Lock()
+			if !lj.inMemory && lj.flusher == nil { // a lazy job starts its flusher when kept
+				lj.flusher = m.sh.startFlusher(lj)
+			}
+			lj.mu.Unlock()
 		}
 		res, runErr = m.execute(ctx, lj)
 	}
@@ -130,6 +147,10 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 	j := &lj.job
 	now := time.Now().UTC()
 	j.FinishedAt = &now
+	if lj.inMemory && runErr == nil && lj.lazy.keep != nil && lj.lazy.keep(res) {
+		lj.keepLocked(true)
+	}
+	lj.finished = true
 	var logErr error
 	for _, w := range []*logWriter{lj.stdout, lj.stderr} {
 		if w != nil {
@@ -152,6 +173,9 @@ func (m *Manager) finishRun(ctx context.Context, lj *liveJob, res engine.Result,
 			PeakMemoryBytes:   res.PeakMemoryBytes,
 			LimitExceeded:     res.LimitExceeded,
 			Sandbox:           res.Sandbox,
+		}
+		if !lj.inMemory {
+			j.Run.Artifacts = m.writeArtifacts(j.ID, res.Display)
 		}
 		r := res
 		lj.result = &r
@@ -206,6 +230,7 @@ func (m *Manager) finishUnstarted(lj *liveJob, status Status, msg string) {
 	now := time.Now().UTC()
 	lj.job.Status, lj.job.Error, lj.job.FinishedAt = status, msg, &now
 	lj.runErr = errors.New(msg)
+	lj.finished = true
 	ev := Event{JobID: lj.job.ID, Status: status, Done: true}
 	lj.mu.Unlock()
 	m.finalize(lj, ev)

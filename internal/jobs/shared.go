@@ -412,13 +412,22 @@ func (sh *shared) leaseLoop() {
 func (sh *shared) renew(ctx context.Context) {
 	m := sh.m
 	m.mu.Lock()
-	ids := make([]string, 0, len(m.live))
-	for id := range m.live {
-		ids = append(ids, id)
+	held := make(map[string]*liveJob, len(m.live))
+	for id, lj := range m.live {
+		lj.mu.Lock()
+		inMemory := lj.inMemory // a lazy job has no row, so no lease (spill.go)
+		lj.mu.Unlock()
+		if !inMemory {
+			held[id] = lj
+		}
 	}
 	m.mu.Unlock()
-	if len(ids) == 0 {
+	if len(held) == 0 {
 		return
+	}
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
 	}
 	leases, err := sh.st.renew(ctx, ids)
 	if err != nil {
@@ -429,7 +438,10 @@ func (sh *shared) renew(ctx context.Context) {
 	}
 	var lost, cancels []*liveJob
 	m.mu.Lock()
-	for id, lj := range m.live {
+	for id, lj := range held {
+		if m.live[id] != lj {
+			continue // ended meanwhile
+		}
 		l, ok := leases[id]
 		switch {
 		case !ok || l.epoch != lj.job.epoch:
@@ -633,10 +645,12 @@ func readRange(path string, off, n int64) ([]byte, error) {
 // flushed to the final update, which writes both in one statement (and is
 // retried while the database is unreachable).
 func (sh *shared) finishFlush(lj *liveJob) {
-	if lj.flusher == nil {
+	lj.mu.Lock()
+	f := lj.flusher
+	lj.mu.Unlock()
+	if f == nil {
 		return
 	}
-	f := lj.flusher
 	close(f.stop)
 	<-f.stopped
 	t, _, err := f.pending()

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -35,10 +36,21 @@ type SyncOptions struct {
 	// in the background: it finished within the budget, was rejected, or
 	// the caller cancelled. Synchronous tools set it so that only handed-off
 	// runs appear in list_jobs and the store does not grow with every call.
+	//
+	// An ephemeral job is also lazy: it lives in memory, and reaches the
+	// store and the disk only if it must be kept (spill.go): on handoff,
+	// once its output exceeds SpillAt bytes, or when Keep says so.
 	Ephemeral bool
 	// Run, when set, executes the job instead of Config.Run (a session's
 	// cell: work bound to this process).
 	Run RunFunc
+	// SpillAt > 0 keeps an ephemeral run (row and full logs, up to the log
+	// cap) once its stdout and stderr together exceed this many bytes: the
+	// caller will cut what it shows, and the rest stays readable by cursor.
+	SpillAt int64
+	// Keep, when set, keeps an ephemeral run that finished with this result
+	// (for example one whose images will not all be shown inline).
+	Keep func(engine.Result) bool
 }
 
 // SyncOutcome is the result of RunSync: either the run's Result (it finished
@@ -51,6 +63,9 @@ type SyncOutcome struct {
 	// Output is set on handoff: the output so far (first MaxBytes of each
 	// stream) with the cursors to continue reading from.
 	Output *Chunk
+	// Kept is true when an ephemeral run that finished was kept anyway
+	// (SpillAt, Keep): Job.ID then names its full output.
+	Kept bool
 }
 
 // HandedOff reports whether the run continues in the background.
@@ -67,7 +82,11 @@ func (o SyncOutcome) HandedOff() bool { return o.Result == nil }
 // If the RunFunc fails (the request could not be run at all), its error is
 // returned together with the failed job.
 func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOptions) (SyncOutcome, error) {
-	lj, err := m.start(ctx, req, opts.Label, false, opts.Run)
+	var lazy *lazyOptions
+	if opts.Ephemeral {
+		lazy = &lazyOptions{spillAt: opts.SpillAt, keep: opts.Keep}
+	}
+	lj, err := m.start(ctx, req, opts.Label, false, lazy, opts.Run)
 	if err != nil {
 		return SyncOutcome{}, err
 	}
@@ -102,6 +121,10 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 		case <-budget:
 			// Handoff. Reading with a detached ctx: the caller may be on its
 			// way out, the output must still be returned.
+			if err := lj.keep(); errors.Is(err, errFinished) {
+				<-lj.done // its result is moments away: a result beats a handoff
+				return m.syncDone(lj, opts.Ephemeral)
+			}
 			out, err := m.Output(context.WithoutCancel(ctx), id, Cursor{MaxBytes: opts.MaxBytes})
 			if err != nil {
 				return SyncOutcome{Job: lj.snapshot(false)}, fmt.Errorf("read output of job %s at handoff: %w", id, err)
@@ -121,7 +144,7 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 			cancel()
 			if err != nil {
 				m.log.Error("cancelling a job whose caller went away", "job", id, "err", err)
-			} else if opts.Ephemeral {
+			} else if opts.Ephemeral && lj.wasWritten() {
 				m.forget(id)
 			}
 			return SyncOutcome{Job: j}, ctx.Err()
@@ -133,8 +156,9 @@ func (m *Manager) syncDone(lj *liveJob, ephemeral bool) (SyncOutcome, error) {
 	j := lj.snapshot(false)
 	lj.mu.Lock()
 	res, runErr := lj.result, lj.runErr
+	kept, inMemory := lj.kept, lj.inMemory
 	lj.mu.Unlock()
-	if ephemeral {
+	if ephemeral && !kept && !inMemory {
 		m.forget(j.ID)
 	}
 	if res == nil {
@@ -143,7 +167,14 @@ func (m *Manager) syncDone(lj *liveJob, ephemeral bool) (SyncOutcome, error) {
 		}
 		return SyncOutcome{Job: j}, runErr
 	}
-	return SyncOutcome{Job: j, Result: res}, nil
+	return SyncOutcome{Job: j, Result: res, Kept: kept}, nil
+}
+
+// wasWritten reports whether the job has a row in the store.
+func (lj *liveJob) wasWritten() bool {
+	lj.mu.Lock()
+	defer lj.mu.Unlock()
+	return !lj.inMemory
 }
 
 // forget removes a finished job's row and logs (best effort: a leftover is

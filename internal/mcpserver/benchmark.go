@@ -53,29 +53,38 @@ func (t *tools) benchmarkPython(ctx context.Context, req *mcp.CallToolRequest, i
 
 func renderBenchmark(r executor.BenchmarkResult) string {
 	var b strings.Builder
+	if len(r.Runs) == 0 {
+		// Nothing was measured (the warm-up failed): say so first, with no
+		// table of zeros.
+		b.WriteString("**benchmark failed** · no run was measured")
+		if r.Note != "" {
+			b.WriteString(": " + r.Note)
+		}
+		b.WriteString("\n\nThe failing run: ")
+		b.WriteString(renderResult(r.Result))
+		return b.String()
+	}
 	fmt.Fprintf(&b, "**benchmark** · %d measured run(s) after %d warm-up · %s · Python %s\n\n", len(r.Runs), r.Warmup, r.ExecutionStrategy, r.PythonVersionUsed)
 	fmt.Fprintf(&b, "median: wall %.4f s · CPU %.4f s · peak RSS %.2f MiB\n\n", r.WallTimeSeconds, r.CPUTimeSeconds, r.PeakRSSMB)
-	if len(r.Runs) > 0 {
-		b.WriteString("| measure | min | median | mean | max | stdev |\n|---|---:|---:|---:|---:|---:|\n")
-		row := func(name string, s executor.Stats, format string) {
-			f := func(v float64) string { return fmt.Sprintf(format, v) }
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name, f(s.Min), f(s.Median), f(s.Mean), f(s.Max), f(s.Stdev))
-		}
-		st := r.Statistics
-		row("wall (s)", st.WallSeconds, "%.4f")
-		row("CPU user+system (s)", st.CPUSeconds, "%.4f")
-		row("CPU user (s)", st.CPUUserSeconds, "%.4f")
-		row("CPU system (s)", st.CPUSystemSeconds, "%.4f")
-		row("peak RSS, largest process (MiB)", st.PeakRSSMB, "%.2f")
-		if st.PeakMemoryMB != nil {
-			row("peak memory, whole cgroup (MiB)", *st.PeakMemoryMB, "%.2f")
-		}
+	b.WriteString("| measure | min | median | mean | max | stdev |\n|---|---:|---:|---:|---:|---:|\n")
+	row := func(name string, s executor.Stats, format string) {
+		f := func(v float64) string { return fmt.Sprintf(format, v) }
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name, f(s.Min), f(s.Median), f(s.Mean), f(s.Max), f(s.Stdev))
+	}
+	st := r.Statistics
+	row("wall (s)", st.WallSeconds, "%.4f")
+	row("CPU user+system (s)", st.CPUSeconds, "%.4f")
+	row("CPU user (s)", st.CPUUserSeconds, "%.4f")
+	row("CPU system (s)", st.CPUSystemSeconds, "%.4f")
+	row("peak RSS, largest process (MiB)", st.PeakRSSMB, "%.2f")
+	if st.PeakMemoryMB != nil {
+		row("peak memory, whole cgroup (MiB)", *st.PeakMemoryMB, "%.2f")
 	}
 	if r.Note != "" {
 		fmt.Fprintf(&b, "\nnote: %s\n", r.Note)
 	}
 	b.WriteString("\nLast run: ")
-	writeResult(&b, r.Result, "")
+	b.WriteString(renderResult(r.Result))
 	writeProfileTable(&b, r.Profile)
 	if r.ProfileNote != "" {
 		fmt.Fprintf(&b, "\nprofile: %s\n", r.ProfileNote)
@@ -91,8 +100,11 @@ func writeProfileTable(b *strings.Builder, rows []executor.ProfileRow) {
 	b.WriteString("\nProfile (top functions by cumulative time):\n\n| cumtime (s) | tottime (s) | calls | function | where |\n|---:|---:|---:|---|---|\n")
 	for _, p := range rows {
 		where := ""
-		if p.File != "" {
+		switch {
+		case filepath.IsAbs(p.File): // a library: its name is enough
 			where = fmt.Sprintf("%s:%d", filepath.Base(p.File), p.Line)
+		case p.File != "": // <code>, or a workspace file by its relative path
+			where = fmt.Sprintf("%s:%d", p.File, p.Line)
 		}
 		calls := fmt.Sprint(p.Calls)
 		if p.PrimitiveCalls != p.Calls {

@@ -84,10 +84,11 @@ type PyViewScriptInput struct {
 
 func (t *tools) registerPyExecMCPCompat(srv *mcp.Server) {
 	addTool(t, srv, &mcp.Tool{
-		Name:        "run_script_in_dir",
-		Title:       "Run a script in a directory (python-executor-mcp compatible)",
-		Description: "Run an existing .py file or inline script_content in a directory of the workspace and return stdout, stderr, exit_code, execution_strategy and elapsed_seconds.",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+		Name:         "run_script_in_dir",
+		Title:        "Run a script in a directory (python-executor-mcp compatible)",
+		Description:  "Run an existing .py file or inline script_content in a directory of the workspace and return stdout, stderr, exit_code, execution_strategy and elapsed_seconds.",
+		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+		OutputSchema: runPythonOutputSchema(),
 	}, t.runScriptInDir)
 	addTool(t, srv, &mcp.Tool{
 		Name:        "run_script_with_dependencies",

@@ -193,7 +193,7 @@ func (t *tools) runScriptProfile(ctx context.Context, req *mcp.CallToolRequest, 
 	return render(in.Rendering, res, func() string {
 		var b strings.Builder
 		b.WriteString("**profile** · one run under cProfile\n\n")
-		writeResult(&b, res.Result, "")
+		b.WriteString(renderResult(res.Result))
 		writeProfileTable(&b, res.Profile)
 		if res.ProfileNote != "" {
 			fmt.Fprintf(&b, "\nprofile: %s\n", res.ProfileNote)

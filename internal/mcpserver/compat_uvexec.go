@@ -84,16 +84,18 @@ func (t *tools) registerUVExecCompat(srv *mcp.Server) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.checkExecutionServer)
 	addTool(t, srv, &mcp.Tool{
-		Name:        "test_hello_world_http",
-		Title:       "Run the built-in hello-world test (uv-exec-mcp compatible)",
-		Description: "Run a built-in hello-world script through the executor to verify the whole path end to end.",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
+		Name:         "test_hello_world_http",
+		Title:        "Run the built-in hello-world test (uv-exec-mcp compatible)",
+		Description:  "Run a built-in hello-world script through the executor to verify the whole path end to end.",
+		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
+		OutputSchema: runPythonOutputSchema(),
 	}, t.testHelloWorld)
 	addTool(t, srv, &mcp.Tool{
-		Name:        "test_minimal_http",
-		Title:       "Run the built-in minimal test (uv-exec-mcp compatible)",
-		Description: "Run the smallest possible script through the executor (a quick liveness test).",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
+		Name:         "test_minimal_http",
+		Title:        "Run the built-in minimal test (uv-exec-mcp compatible)",
+		Description:  "Run the smallest possible script through the executor (a quick liveness test).",
+		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
+		OutputSchema: runPythonOutputSchema(),
 	}, t.testMinimal)
 	addTool(t, srv, &mcp.Tool{
 		Name:        "get_http_server_info",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 // DefaultSyncBudget is how long a sync run waits before becoming a job.
@@ -182,12 +184,62 @@ func (jt *jobTools) register(srv *mcp.Server) {
 	} {
 		srv.AddResourceTemplate(tmpl, jt.readResource)
 	}
+	if _, ok := jt.ex.(executor.JobArtifacts); ok {
+		srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "job-artifact", Title: "Job artifact", URITemplate: "job://{id}/artifacts/{name}",
+			Description: "Something a job's run displayed (a figure, an image, a table), kept with the job: the image as a blob, or the text form."},
+			jt.readArtifact)
+	}
+}
+
+// readArtifact serves job://ID/artifacts/NAME.
+func (jt *jobTools) readArtifact(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	rest, _ := strings.CutPrefix(uri, "job://")
+	id, name, ok := strings.Cut(rest, "/artifacts/")
+	ax, isAx := jt.ex.(executor.JobArtifacts)
+	if !ok || !isAx || id == "" || name == "" || strings.Contains(name, "/") {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	data, mime, err := ax.Artifact(ctx, id, name)
+	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	} else if err != nil {
+		return nil, err
+	}
+	c := &mcp.ResourceContents{URI: uri, MIMEType: mime}
+	if strings.HasPrefix(mime, "text/") {
+		c.Text = string(data)
+	} else {
+		c.Blob = data
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// artifactLinks are resource links to a finished job's displays.
+func artifactLinks(j jobs.Job) []*mcp.ResourceLink {
+	if j.Run == nil {
+		return nil
+	}
+	var out []*mcp.ResourceLink
+	for _, a := range j.Run.Artifacts {
+		if a.MIME == "" {
+			continue
+		}
+		size := int64(a.Bytes)
+		out = append(out, &mcp.ResourceLink{URI: jobs.ArtifactURI(j.ID, a.Name), Name: a.Name, MIMEType: a.MIME, Size: &size,
+			Title: fmt.Sprintf("%s of job %s (%dx%d)", a.Name, j.ID, a.Width, a.Height), Description: "An image the job's run displayed."})
+	}
+	return out
 }
 
 // runPython is run_python when the executor has jobs.
 func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
 	if err := in.JobOptions.check(true); err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
+	}
+	budget, err := jt.t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, RunPythonOutput{}, err
 	}
 	if in.Mode == "async" {
 		j, err := jt.ex.Start(ctx, in.Request, in.JobLabel)
@@ -198,17 +250,19 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 			Message: fmt.Sprintf("Started background job %s (%s). Follow it with get_job(job_id=%q, wait=30); stop it with cancel_job.", j.ID, j.Status, j.ID)}}
 		return render(in.Rendering, out, func() string { return "**" + out.Message + "**\n" }), out, nil
 	}
-	o, err := jt.ex.RunOrHandoff(ctx, in.Request, taskSyncOptions(ctx, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel}), progressTo(ctx, req))
+	o, err := jt.ex.RunOrHandoff(ctx, in.Request, taskSyncOptions(ctx, executor.SyncOptions{Budget: jt.budget, Label: in.JobLabel, OutputBudget: budget}), progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
 	if o.Result != nil {
-		out := RunPythonOutput{Result: *o.Result}
-		return render(in.Rendering, out, func() string { return renderResult(*o.Result) }), out, nil
+		r, out := jt.t.presentRun(in, *o.Result, budget)
+		return r, out, nil
 	}
 	ch := o.Output
+	so, se, cut := present.CutOutput(ch.Stdout, ch.Stderr, ch.StdoutSize, ch.StderrSize, budget, present.Where{JobID: o.Job.ID})
 	out := RunPythonOutput{
-		Result: engine.Result{Stdout: ch.Stdout, Stderr: ch.Stderr, StdoutBytes: ch.StdoutSize, StderrBytes: ch.StderrSize},
+		Result: engine.Result{Stdout: so, Stderr: se, StdoutBytes: ch.StdoutSize, StderrBytes: ch.StderrSize},
+		Extra:  present.Extra{OutputCut: cut},
 		Handoff: Handoff{JobID: o.Job.ID, Status: string(o.Job.Status), NextStdoutOffset: ch.StdoutOffset, NextStderrOffset: ch.StderrOffset,
 			Message: fmt.Sprintf("Still running after %s: the run continues as background job %s. Output so far is included; get the rest with get_job(job_id=%q, stdout_offset=%d, stderr_offset=%d, wait=30), or stop it with cancel_job.",
 				jt.budget, o.Job.ID, o.Job.ID, ch.StdoutOffset, ch.StderrOffset)},
@@ -216,8 +270,8 @@ func (jt *jobTools) runPython(ctx context.Context, req *mcp.CallToolRequest, in 
 	return render(in.Rendering, out, func() string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "**still running** · job `%s` · %s\n\n%s\n", o.Job.ID, o.Job.Status, out.Message)
-		writeStream(&b, "stdout so far", ch.Stdout, ch.StdoutOffset, false)
-		writeStream(&b, "stderr so far", ch.Stderr, ch.StderrOffset, false)
+		writeStream(&b, "stdout so far", so, ch.StdoutOffset, false)
+		writeStream(&b, "stderr so far", se, ch.StderrOffset, false)
 		return b.String()
 	}), out, nil
 }
@@ -238,7 +292,13 @@ func (jt *jobTools) getJob(ctx context.Context, req *mcp.CallToolRequest, in Get
 	j.Request = nil // the caller sent it; do not echo up to 1 MiB of code on every poll
 	out := GetJobOutput{Job: j, Stdout: ch.Stdout, Stderr: ch.Stderr, NextStdoutOffset: ch.StdoutOffset, NextStderrOffset: ch.StderrOffset,
 		OutputDone: ch.Done && j.Status.Terminal()}
-	return render(in.Rendering, out, func() string { return renderJob(out) }), out, nil
+	res := render(in.Rendering, out, func() string { return renderJob(out) })
+	if j.Status.Terminal() {
+		for _, l := range artifactLinks(j) {
+			res.Content = append(res.Content, l)
+		}
+	}
+	return res, out, nil
 }
 
 func (jt *jobTools) cancelJob(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, jobs.Job, error) {
@@ -344,7 +404,31 @@ func renderJob(o GetJobOutput) string {
 	}
 	writeStream(&b, "new stdout", o.Stdout, int64(len(o.Stdout)), false)
 	writeStream(&b, "new stderr", o.Stderr, int64(len(o.Stderr)), false)
+	if o.Run != nil && len(o.Run.Artifacts) > 0 && o.Status.Terminal() {
+		writeArtifacts(&b, o.ID, o.Run.Artifacts)
+	}
 	return b.String()
+}
+
+// writeArtifacts lists what a finished job's run displayed: images by
+// their resource URI (linked in the result), text forms as they are.
+func writeArtifacts(b *strings.Builder, id string, as []jobs.Artifact) {
+	b.WriteString("\ndisplayed (kept with the job):\n")
+	for i, a := range as {
+		fmt.Fprintf(b, "%d. ", i+1)
+		if a.MIME != "" {
+			fmt.Fprintf(b, "[image: %dx%d %s, %s bytes: %s] ", a.Width, a.Height, a.MIME, present.Commas(int64(a.Bytes)), jobs.ArtifactURI(id, a.Name))
+		}
+		switch t := a.Text; {
+		case strings.HasPrefix(t, "|"):
+			b.WriteString("\n\n" + t + "\n\n")
+		case strings.Contains(t, "\n"):
+			b.WriteString("\n")
+			present.WriteFenced(b, t)
+		default:
+			b.WriteString(t + "\n")
+		}
+	}
 }
 
 // Resources.

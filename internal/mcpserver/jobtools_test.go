@@ -80,11 +80,11 @@ func TestJobToolsListed(t *testing.T) {
 			checkSnapshot(t, tool)
 		}
 	}
-	if got := strings.Join(names, ","); got != "benchmark_python,cancel_job,chunk_code,env_create,env_delete,env_list,format_code,get_job,lint_code,list_jobs,plan_batch,prune_jobs,run_python,run_python_batch,server_info,session_close,session_create,session_export,session_interrupt,session_list,session_reset" {
+	if got := strings.Join(names, ","); got != "benchmark_python,cancel_job,chunk_code,env_create,env_delete,env_list,format_code,get_job,lint_code,list_files,list_jobs,plan_batch,prune_jobs,read_file,run_python,run_python_batch,server_info,session_close,session_create,session_export,session_interrupt,session_list,session_reset,write_file" {
 		t.Fatalf("tools: %s", got)
 	}
 	tmpls, err := h.session.ListResourceTemplates(context.Background(), nil)
-	if err != nil || len(tmpls.ResourceTemplates) != 6 { // job:// (3) and session:// (3)
+	if err != nil || len(tmpls.ResourceTemplates) != 8 { // job:// (3), job://{id}/artifacts/{name}, session:// (3), pyexec://workspace/{+path}
 		t.Fatalf("templates %+v %v", tmpls, err)
 	}
 }

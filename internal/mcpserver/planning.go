@@ -2,12 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/batchplan"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 // PlanBatchInput is the input of plan_batch.
@@ -59,17 +61,32 @@ func (t *tools) planBatch(ctx context.Context, _ *mcp.CallToolRequest, in PlanBa
 		return nil, PlanBatchOutput{}, toolError(err)
 	}
 	out := PlanBatchOutput{Plan: p}
-	return render(in.Rendering, out, func() string {
-		if p.TotalItems == 0 {
-			return "No items: nothing to run (0 workers, no chunks).\n"
+	budget, _ := t.budget(OutputBudget{})
+	return render(in.Rendering, out, func() string { return renderPlan(p, budget) }), out, nil
+}
+
+// renderPlan says how many workers to use and shows each chunk's items
+// (as JSON), as many as fit the budget.
+func renderPlan(p batchplan.Plan, budget int) string {
+	if p.TotalItems == 0 {
+		return "No items: nothing to run (0 workers, no chunks).\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Use **%d worker(s)** for %d items (%s). Pass max_workers=%d to run_python_batch with one snippet per chunk:\n\n",
+		p.Workers, p.TotalItems, p.Reason, p.Workers)
+	for i, chunk := range p.Chunks {
+		items, err := json.Marshal(chunk)
+		if err != nil {
+			items = []byte(fmt.Sprint(chunk))
 		}
-		sizes := make([]string, len(p.ChunkSizes))
-		for i, n := range p.ChunkSizes {
-			sizes[i] = fmt.Sprint(n)
+		line := fmt.Sprintf("%d. (%d items) `%s`\n", i+1, len(chunk), strings.ReplaceAll(string(items), "`", "'"))
+		if b.Len()+len(line) > budget {
+			fmt.Fprintf(&b, "\nChunks %d-%d are not shown (over this result's size); all chunks are in structured content (chunks).\n", i+1, len(p.Chunks))
+			break
 		}
-		return fmt.Sprintf("Use **%d worker(s)** for %d items (%s). Chunk sizes: %s. Pass max_workers=%d to run_python_batch with one snippet per chunk.\n",
-			p.Workers, p.TotalItems, p.Reason, strings.Join(sizes, ", "), p.Workers)
-	}), out, nil
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 func (t *tools) chunkCode(_ context.Context, _ *mcp.CallToolRequest, in ChunkCodeInput) (*mcp.CallToolResult, ChunkCodeOutput, error) {
@@ -78,11 +95,28 @@ func (t *tools) chunkCode(_ context.Context, _ *mcp.CallToolRequest, in ChunkCod
 		return nil, ChunkCodeOutput{}, toolError(err)
 	}
 	out := ChunkCodeOutput{ChunkResult: c}
-	return render(in.Rendering, out, func() string {
-		s := fmt.Sprintf("%d piece(s) of %v bytes.", len(c.Chunks), c.ChunkBytes)
-		if c.Note != "" {
-			s += " " + c.Note + "."
+	budget, _ := t.budget(OutputBudget{})
+	return render(in.Rendering, out, func() string { return renderChunks(c, budget) }), out, nil
+}
+
+// renderChunks shows the pieces themselves, in fences, as many as fit the
+// budget, and says where the others are.
+func renderChunks(c batchplan.ChunkResult, budget int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d piece(s) of %v bytes.", len(c.Chunks), c.ChunkBytes)
+	if c.Note != "" {
+		b.WriteString(" " + c.Note + ".")
+	}
+	b.WriteString("\n")
+	for i, piece := range c.Chunks {
+		var p strings.Builder
+		fmt.Fprintf(&p, "\npiece %d (%s bytes):\n", i+1, present.Commas(int64(len(piece))))
+		present.WriteFenced(&p, piece)
+		if b.Len()+p.Len() > budget {
+			fmt.Fprintf(&b, "\nPieces %d-%d are not shown (over this result's size); every piece is in structured content (chunks).\n", i+1, len(c.Chunks))
+			break
 		}
-		return s + " The pieces are in structured content (chunks).\n"
-	}), out, nil
+		b.WriteString(p.String())
+	}
+	return b.String()
 }

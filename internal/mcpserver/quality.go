@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 	"github.com/pyexec/pyexec/internal/quality"
 )
 
@@ -135,7 +136,7 @@ func renderLint(in quality.LintRequest, r quality.LintResult) string {
 }
 
 func fenced(lang, text string) string {
-	fence := fenceFor(text)
+	fence := present.FenceFor(text)
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}

@@ -6,41 +6,18 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
-// renderResult is the markdown a model reads for one run: outcome first,
-// then the streams in fences that cannot be broken by the output itself.
+// renderResult is the markdown a model reads for one run, within the
+// default budget (package present decides; tools with a budget of their own
+// call present directly).
 func renderResult(r engine.Result) string {
-	var b strings.Builder
-	writeResult(&b, r, "")
-	return b.String()
+	return present.Run(present.RunInput{Result: r}).Markdown
 }
 
-func writeResult(b *strings.Builder, r engine.Result, heading string) {
-	outcome := "success"
-	switch {
-	case r.TimedOut:
-		outcome = "timed out"
-	case !r.Success:
-		outcome = "failed"
-	}
-	if heading != "" {
-		fmt.Fprintf(b, "### %s\n", heading)
-	}
-	fmt.Fprintf(b, "**%s** · exit code %d · %.3f s · %s · Python %s\n", outcome, r.ExitCode, r.ElapsedSeconds, r.ExecutionStrategy, r.PythonVersionUsed)
-	if r.LimitExceeded != "" {
-		fmt.Fprintf(b, "**limit exceeded: %s**\n", r.LimitExceeded)
-	}
-	for _, n := range r.SandboxNotes {
-		fmt.Fprintf(b, "sandbox: %s\n", n)
-	}
-	if len(r.ResolvedDependencies) > 0 {
-		fmt.Fprintf(b, "dependencies: %s\n", strings.Join(r.ResolvedDependencies, ", "))
-	}
-	writeStream(b, "stdout", r.Stdout, r.StdoutBytes, r.StdoutTruncated)
-	writeStream(b, "stderr", r.Stderr, r.StderrBytes, r.StderrTruncated)
-}
-
+// writeStream renders a chunk of a stream (job output reads, bounded by
+// their max_bytes) in a fence the output cannot break.
 func writeStream(b *strings.Builder, name, text string, total int64, truncated bool) {
 	if total == 0 && text == "" {
 		return
@@ -50,46 +27,7 @@ func writeStream(b *strings.Builder, name, text string, total int64, truncated b
 		note = fmt.Sprintf(", truncated: %d bytes in all, middle dropped", total)
 	}
 	fmt.Fprintf(b, "\n%s (%d bytes%s):\n", name, total, note)
-	fence := fenceFor(text)
-	fmt.Fprintf(b, "%s\n%s", fence, text)
-	if !strings.HasSuffix(text, "\n") {
-		b.WriteByte('\n')
-	}
-	fmt.Fprintf(b, "%s\n", fence)
-}
-
-// fenceFor returns a backtick fence longer than any run of backticks in s.
-func fenceFor(s string) string {
-	longest, run := 0, 0
-	for _, c := range s {
-		if c == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	return strings.Repeat("`", max(3, longest+1))
-}
-
-func renderBatch(out executor.BatchResult) string {
-	var b strings.Builder
-	ok := 0
-	for _, r := range out.Results {
-		if r.Error == "" && r.Success {
-			ok++
-		}
-	}
-	fmt.Fprintf(&b, "%d of %d snippets succeeded.\n\n", ok, len(out.Results))
-	for i, r := range out.Results {
-		if r.Error != "" {
-			fmt.Fprintf(&b, "### Snippet %d\n**rejected**: %s\n\n", i, r.Error)
-			continue
-		}
-		writeResult(&b, r.Result, fmt.Sprintf("Snippet %d", i))
-		b.WriteByte('\n')
-	}
-	return b.String()
+	present.WriteFenced(b, text)
 }
 
 func renderInfo(info executor.Info) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 	"github.com/pyexec/pyexec/internal/scripts"
 )
 
@@ -219,7 +220,7 @@ func renderScript(sc scripts.Script) string {
 		kind = "autosaved run"
 	}
 	fmt.Fprintf(&b, "**%s** (%s, %d bytes) · `%s`\n", sc.Name, kind, sc.SizeBytes, sc.Path)
-	fence := fenceFor(sc.Source)
+	fence := present.FenceFor(sc.Source)
 	fmt.Fprintf(&b, "\n%spython\n%s", fence, sc.Source)
 	if !strings.HasSuffix(sc.Source, "\n") {
 		b.WriteByte('\n')
@@ -227,7 +228,7 @@ func renderScript(sc scripts.Script) string {
 	fmt.Fprintf(&b, "%s\n", fence)
 	if sc.Sidecar != nil {
 		side, _ := json.MarshalIndent(sc.Sidecar, "", "  ")
-		f := fenceFor(string(side))
+		f := present.FenceFor(string(side))
 		fmt.Fprintf(&b, "\nsidecar:\n%sjson\n%s\n%s\n", f, side, f)
 	}
 	return b.String()

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 // Options configure the MCP server.
@@ -27,6 +28,10 @@ type Options struct {
 	// Without it the scripts tools are not registered, run_python rejects
 	// script_name, and nothing is autosaved.
 	Scripts executor.Scripts
+	// MaxResultChars is the characters a tool result carries by default
+	// (0: present.DefaultBudget); MaxResultCap is the most a call's
+	// max_output_chars may ask for (0: 10x the default).
+	MaxResultChars, MaxResultCap int
 	// SessionID, when set, mints MCP session ids (Streamable HTTP): a
 	// replica set names the creating replica in them, so any replica can
 	// route a session's requests to it (internal/cluster).
@@ -49,6 +54,8 @@ func toolsetInstructions(ts string) string {
 		return ` The tools of the uv-exec-mcp, py-executor and python-executor-mcp servers are also available under their own names.`
 	case ToolsetQuality:
 		return ` format_code and lint_code check code or a workspace file with ruff (lint select ["S"]: security rules); files change only with write: true.`
+	case ToolsetFiles:
+		return ` write_file puts data or code into the workspace, read_file and list_files get results back (a run's result lists the files it wrote).`
 	case ToolsetSessions:
 		return ` Plain runs share nothing between calls. For iterative work (load data once, then explore it), pass session=NAME to run_python: the code runs as a cell in a live session whose variables and imports persist; dependencies on a later call (or pip install in a cell) install into that session alone; a long cell becomes a job (get_job) and the session stays busy until it ends; session_list, session_interrupt, session_reset and session_close manage sessions.`
 	case ToolsetEnvs:
@@ -63,7 +70,7 @@ func New(ex executor.Executor, opts Options) *mcp.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	t := &tools{ex: ex, log: logger, scripts: opts.Scripts}
+	t := &tools{ex: ex, log: logger, scripts: opts.Scripts, resultChars: opts.MaxResultChars, resultCap: max(opts.MaxResultCap, 10*max(opts.MaxResultChars, present.DefaultBudget))}
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,

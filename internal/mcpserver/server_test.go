@@ -182,7 +182,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"run_script_in_dir,run_script_with_dependencies,benchmark_script,py_list_scripts,py_view_script," +
 		"py_run_script_in_dir,py_run_script_with_dependencies,py_benchmark_script,py_save_script,py_run_saved_script," +
 		"run_script_profile,environment_cache_list,environment_create_persistent,format_code,lint_code,env_list,env_create,env_delete," +
-		"session_create,session_list,session_close,session_reset,session_interrupt,session_export"
+		"session_create,session_list,session_close,session_reset,session_interrupt,session_export,write_file,read_file,list_files"
 	slices.Sort(names)
 	wantNames := strings.Split(want, ",")
 	slices.Sort(wantNames)

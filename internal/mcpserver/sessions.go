@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 	"github.com/pyexec/pyexec/internal/session"
 )
 
@@ -240,11 +241,11 @@ func renderCell(o RunPythonOutput) string {
 	writeStream(&b, "stdout", o.Stdout, o.StdoutBytes, o.StdoutTruncated)
 	writeStream(&b, "stderr", o.Stderr, o.StderrBytes, o.StderrTruncated)
 	if s.Value != nil {
-		fence := fenceFor(*s.Value)
+		fence := present.FenceFor(*s.Value)
 		fmt.Fprintf(&b, "result:\n%s\n%s\n%s\n", fence, *s.Value, fence)
 	}
 	if s.Error != nil {
-		fence := fenceFor(s.Error.Traceback)
+		fence := present.FenceFor(s.Error.Traceback)
 		fmt.Fprintf(&b, "error: %s: %s\n%s\n%s%s\n", s.Error.Ename, s.Error.Evalue, fence, strings.TrimRight(s.Error.Traceback, "\n")+"\n", fence)
 	}
 	if s.ExpiresAt != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/present"
 )
 
 type tools struct {
@@ -22,7 +23,10 @@ type tools struct {
 	jobsRegistered bool
 	// sessionsOn: the sessions toolset is on and the executor keeps sessions.
 	sessionsOn bool
-	tasks      *taskStore // MCP Tasks (tasks.go); nil without the core toolset
+	// resultChars and resultCap: a result's default size in characters,
+	// and the most a call may ask for (present.Budget).
+	resultChars, resultCap int
+	tasks                  *taskStore // MCP Tasks (tasks.go); nil without the core toolset
 	// inputs are the registered tools' input schemas (arguments.go).
 	inputs map[string]*jsonschema.Schema
 }
@@ -41,13 +45,16 @@ type RunPythonInput struct {
 	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
 	Session    string `json:"session,omitempty" jsonschema:"Run the code as a cell in this live session (1-64 characters of A-Z a-z 0-9 _ . -): variables, imports and data persist between calls with the same session. A name not in use creates the session with this call's settings (session_created: true). Later calls may add dependencies (installed into the session's own overlay, imported at once); other settings are fixed. A cell still running after the sync budget returns a job_id with the output so far (get_job reads the rest; the session stays busy until it ends); mode async starts it as a job. Without session the run shares nothing with other calls."`
 	JobOptions
+	OutputBudget
 	Rendering
 }
 
-// RunPythonOutput is the structured result of run_python.
+// RunPythonOutput is the structured result of run_python. Its streams and
+// displays are cut to the same budget as the text content.
 type RunPythonOutput struct {
 	engine.Result
 	Handoff
+	present.Extra
 	SessionCell
 }
 
@@ -59,6 +66,7 @@ type RunPythonBatchInput struct {
 	MaxWorkers int              `json:"max_workers,omitempty" jsonschema:"Most snippets run at once (default: the server's core count, capped by its --max-workers)."`
 	Cwd        string           `json:"cwd,omitempty" jsonschema:"Working directory (inside the workspace) for each snippet that does not set its own."`
 	BatchJobOptions
+	OutputBudget
 	Rendering
 }
 
@@ -79,7 +87,8 @@ func (t *tools) registerCore(srv *mcp.Server) {
 			"A script inside a pyproject.toml project runs in that project's environment. " +
 			"Each call without session is a fresh process that shares nothing with other calls (a variable set in one call is gone in the next). " +
 			"Pass session=NAME to run the code as a cell of a live session instead: variables, imports and loaded data persist across calls, the last expression's value is returned as result, and an exception ends the cell, not the session.",
-		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+		OutputSchema: runPythonOutputSchema(),
 	}, t.runPython)
 	addTool(t, srv, &mcp.Tool{
 		Name:  "run_python_batch",
@@ -118,6 +127,10 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 	if err := in.JobOptions.check(false); err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
+	budget, err := t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, RunPythonOutput{}, err
+	}
 	if inline {
 		t.autosave("run_python", in.Request, "")
 	}
@@ -125,15 +138,19 @@ func (t *tools) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunP
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
-	out := RunPythonOutput{Result: res}
-	return render(in.Rendering, out, func() string { return renderResult(res) }), out, nil
+	r, out := t.presentRun(in, res, budget)
+	return r, out, nil
 }
 
-func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in RunPythonBatchInput) (*mcp.CallToolResult, executor.BatchResult, error) {
+func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in RunPythonBatchInput) (*mcp.CallToolResult, BatchOutput, error) {
+	budget, err := t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, BatchOutput{}, err
+	}
 	var reqs []engine.Request
 	switch {
 	case len(in.Codes) > 0 && len(in.Requests) > 0:
-		return nil, executor.BatchResult{}, fmt.Errorf("codes: give either codes or requests, not both")
+		return nil, BatchOutput{}, fmt.Errorf("codes: give either codes or requests, not both")
 	case len(in.Codes) > 0:
 		for _, code := range in.Codes {
 			reqs = append(reqs, engine.Request{Code: code})
@@ -154,14 +171,19 @@ func (t *tools) runPythonBatch(ctx context.Context, req *mcp.CallToolRequest, in
 		if err == nil {
 			t.autosaveBatch(reqs, out)
 		}
-		return res, out, err
+		items := make([]BatchOutputItem, len(out.Results))
+		for i, it := range out.Results {
+			items[i] = BatchOutputItem{BatchItem: it}
+		}
+		return res, BatchOutput{Results: items}, err
 	}
-	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers}, progressTo(ctx, req))
+	out, err := t.ex.Batch(ctx, executor.BatchRequest{Requests: reqs, MaxWorkers: in.MaxWorkers, OutputBudget: budget}, progressTo(ctx, req))
 	if err != nil {
-		return nil, executor.BatchResult{}, toolError(err)
+		return nil, BatchOutput{}, toolError(err)
 	}
 	t.autosaveBatch(reqs, out)
-	return render(in.Rendering, out, func() string { return renderBatch(out) }), out, nil
+	res, view := t.presentBatch(in.Rendering, reqs, out, budget)
+	return res, view, nil
 }
 
 func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, in ServerInfoInput) (*mcp.CallToolResult, executor.Info, error) {

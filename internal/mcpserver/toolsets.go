@@ -26,6 +26,9 @@ const (
 	ToolsetQuality = "quality"
 	// ToolsetEnvs: env_list, env_create, env_delete (envs.go).
 	ToolsetEnvs = "envs"
+	// ToolsetFiles: write_file, read_file, list_files and the
+	// pyexec://workspace/ resources (files.go).
+	ToolsetFiles = "files"
 	// ToolsetSessions: session_create, session_list, session_close,
 	// session_reset, session_interrupt, session:// resources, and
 	// run_python's session field (sessions.go).
@@ -33,7 +36,7 @@ const (
 )
 
 // DefaultToolsets is what `pyexec mcp` registers unless told otherwise.
-const DefaultToolsets = "core,jobs,scripts,quality,envs,sessions"
+const DefaultToolsets = "core,jobs,scripts,quality,envs,sessions,files"
 
 // toolset is a named group of tools and how to register it.
 type toolset struct {
@@ -50,6 +53,7 @@ func toolsets() []toolset {
 		{ToolsetScripts, (*tools).registerScripts},
 		{ToolsetQuality, (*tools).registerQuality},
 		{ToolsetEnvs, (*tools).registerEnvs},
+		{ToolsetFiles, (*tools).registerFiles},
 		{ToolsetSessions, (*tools).registerSessions},
 		{ToolsetCompat, (*tools).registerCompat},
 	}

@@ -24,6 +24,7 @@ var (
 	}
 	qualityTools = []string{"format_code", "lint_code"}
 	envTools     = []string{"env_create", "env_delete", "env_list"}
+	filesTools   = []string{"list_files", "read_file", "write_file"}
 	sessionTools = []string{"session_close", "session_create", "session_export", "session_interrupt", "session_list", "session_reset"}
 )
 
@@ -41,13 +42,14 @@ func TestToolsets(t *testing.T) {
 		spec string
 		want []string
 	}{
-		{"", sorted(coreTools, scriptsTools, qualityTools, envTools, sessionTools)}, // the default: core,jobs,scripts,quality,envs,sessions
+		{"", sorted(coreTools, scriptsTools, qualityTools, envTools, sessionTools, filesTools)}, // the default: core,jobs,scripts,quality,envs,sessions,files
 		{"core", sorted(coreTools)},
 		{"scripts", sorted(scriptsTools)},
 		{"compat", sorted(compatTools)},
 		{"quality,envs", sorted(qualityTools, envTools)},
+		{"files", sorted(filesTools)},
 		{"sessions", sorted(sessionTools)},
-		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools, sessionTools)},
+		{"all", sorted(coreTools, scriptsTools, compatTools, qualityTools, envTools, sessionTools, filesTools)},
 		{" Core , compat,core", sorted(coreTools, compatTools)},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {

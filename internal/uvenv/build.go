@@ -77,6 +77,9 @@ func (m *Manager) build(ctx context.Context, p plan, progress Progress) (string,
 	if err := m.publish(venv, key); err != nil {
 		return "", err
 	}
+	if err := m.buildFontCache(ctx, p, m.layout.env(key)); err != nil && progress != nil {
+		progress(PhaseInstalling, "no matplotlib font cache ("+err.Error()+"): each plotting run scans the fonts itself")
+	}
 	if man.Sealed {
 		// A confined build compiled its bytecode and was made read-only.
 		if err := os.Chmod(m.layout.env(key), 0o555); err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -33,13 +32,17 @@ type Rights struct {
 var ServerRights = Rights{Server: true}
 
 const (
-	permRead = 4
-	permExec = 1
+	permRead  = 4
+	permWrite = 2
+	permExec  = 1
 )
 
 // ErrChanged says a path changed between its check and its open: a
 // component became a symlink or left the workspace.
 var ErrChanged = errors.New("changed while being opened (a symlink appeared on the way): refused")
+
+// ErrIsDir is wrapped by errors for a directory where a file was meant.
+var ErrIsDir = errors.New("is a directory")
 
 // Open opens the regular file at path (absolute, inside the workspace, as
 // Resolve returned it) for reading, race-free and with w's rights: it walks
@@ -100,16 +103,11 @@ type Files struct {
 // fs.ErrNotExist, a file the run user could not read one wrapping
 // fs.ErrPermission.
 func (f Files) ReadFile(path string) ([]byte, error) {
-	data, err := f.Root.ReadFile(path, f.Rights, f.Limit)
-	if err == nil || !errors.Is(err, ErrChanged) {
-		return data, err
-	}
-	real, rerr := filepath.EvalSymlinks(path)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if !f.Root.Contains(real) {
-		return nil, fmt.Errorf("%s resolves (through a symlink) to %s, outside the workspace %s: %w", path, real, f.Root.Dir(), fs.ErrPermission)
-	}
-	return f.Root.ReadFile(real, f.Rights, f.Limit)
+	var data []byte
+	err := f.Root.followInside(path, false, func(p string) error {
+		var err error
+		data, err = f.Root.ReadFile(p, f.Rights, f.Limit)
+		return err
+	})
+	return data, err
 }

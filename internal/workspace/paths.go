@@ -5,8 +5,8 @@
 // swapped for a symlink between the check and the read is refused, never
 // followed) and held to the run user's rights, not the server's.
 //
-// Runs, and later the files tools and the changed-file scan, share these
-// rules; the engine only adds the field names to the errors.
+// Runs, the files tools (files.go) and the changed-file scan (changes.go)
+// share these rules; callers only add the field names to the errors.
 package workspace
 
 import (
@@ -21,7 +21,8 @@ import (
 // Root is a workspace: a clean absolute directory with its symlinks
 // resolved.
 type Root struct {
-	dir string
+	dir    string
+	hidden []string // trees the files operations refuse (HideTree)
 }
 
 // NewRoot resolves dir (absolute, symlinks followed) and checks it is a

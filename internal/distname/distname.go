@@ -1,4 +1,8 @@
-package imports
+// Package distname maps Python import names to the distributions that
+// provide them, where the two differ (import sklearn -> install
+// scikit-learn). It is shared by the import scan (package imports) and the
+// hints a failed run gets (package present).
+package distname
 
 // distributions maps import names to the distribution that provides them,
 // where the two differ. Everything else is installed under its import name
@@ -60,4 +64,24 @@ var distributions = map[string]string{
 	"googleapiclient":       "google-api-python-client",
 	"websocket":             "websocket-client",
 	"socks":                 "pysocks",
+	"discord":               "discord.py",
+	"igraph":                "python-igraph",
+	"tensorflow_hub":        "tensorflow-hub",
+	"typing_extensions":     "typing-extensions",
+}
+
+// ForImport is the distribution that provides the top-level module of
+// import name mod, or "" when none should be installed for it (a namespace
+// shared by many distributions, or one the registry does not have).
+func ForImport(mod string) string {
+	for i := 0; i < len(mod); i++ {
+		if mod[i] == '.' {
+			mod = mod[:i]
+			break
+		}
+	}
+	if d, ok := distributions[mod]; ok {
+		return d
+	}
+	return mod
 }
