@@ -29,7 +29,9 @@ CONF
 export CONTAINERS_CONF="$WORK/containers.conf"
 
 bases() {
-	[ -d "$WORK/rootfs" ] || debootstrap --variant=minbase bookworm "$WORK/rootfs" http://deb.debian.org/debian
+	# The Debian mirror this machine's apt uses (MIRROR overrides it).
+	local mirror=${MIRROR:-$(grep -rhoE '^(deb|URIs:) +[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | awk '{print $NF}' | grep -v security | head -1)}
+	[ -d "$WORK/rootfs" ] || debootstrap --variant=minbase bookworm "$WORK/rootfs" "$mirror"
 	rm -rf "$WORK/rootfs-ca" && cp -a "$WORK/rootfs" "$WORK/rootfs-ca"
 	# Registries are reached here through a TLS-inspecting proxy whose CA is
 	# in /usr/local/share/ca-certificates; the stand-in bases trust it too.
