@@ -82,11 +82,8 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 		// Before Prepare: a directory already the run user's needs no
 		// idmapping (sandbox.needsIdmap).
 		for _, d := range append([]string{tmpDir}, c.readWrite...) {
-			if err := os.Chown(d, uid, gid); err != nil {
-				return 0, fmt.Errorf("hand %s to the run user: %w", d, err)
-			}
-			if err := os.Chmod(d, 0o700); err != nil {
-				return 0, fmt.Errorf("hand %s to the run user: %w", d, err)
+			if err := handOver(d, uid, gid); err != nil {
+				return 0, err
 			}
 		}
 		spec = &sandbox.Spec{

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -135,6 +136,9 @@ func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extra
 	}
 	defer e.tmp.remove(p.tmpDir)
 	defer p.uv.done()
+	if x.prepared != nil {
+		x.prepared(p)
+	}
 	span := e.watch.Begin()
 	res, err := e.execute(ctx, p, obs)
 	changes, note := span.End(p.rights)
@@ -232,6 +236,13 @@ func (e *Engine) prepare(ctx context.Context, req *Request, obs Observer, x Extr
 		return nil, err
 	}
 	x.applyAfter(env)
+	if x.tmpEnv != nil {
+		for _, kv := range x.tmpEnv(tmpDir) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env.set(k, v)
+			}
+		}
+	}
 	// A preamble's wrapper script must stay readable under confinement.
 	ro := append(append(slices.Clone(x.PythonPath), x.ReadOnly...), pyrtDir(e.cfg.StateDir))
 	for _, a := range req.Preamble {

@@ -32,6 +32,13 @@ type Extras struct {
 	// nothing else (its namespaces are the run's alone), and the pool
 	// starts a replacement.
 	Dedicated bool
+
+	// tmpEnv, when set, gives variables that name the run's temp dir (a
+	// session's package overlay lives there); set after every other layer.
+	tmpEnv func(tmpDir string) []string
+	// prepared, when set, hears what the run was prepared as (a session
+	// keeps its temp dir, interpreter and request for installs).
+	prepared func(p *prepared)
 }
 
 func (x Extras) applyBefore(env *runEnv) {

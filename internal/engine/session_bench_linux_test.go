@@ -39,7 +39,7 @@ func BenchmarkSessionStart(b *testing.B) {
 			b.Fatal("the session started cold")
 		}
 		t0 := time.Now()
-		if _, err := sp.RunCell(ctx, 1, "x = 1; x", time.Minute, time.Second); err != nil {
+		if _, err := sp.RunCell(ctx, 1, "x = 1; x", time.Minute, time.Second, nil); err != nil {
 			b.Fatal(err)
 		}
 		cells += time.Since(t0)

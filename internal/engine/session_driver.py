@@ -54,6 +54,110 @@ def _dumps(v):
     return "{" + ",".join(_dumps(k) + ":" + _dumps(x) for k, x in v.items()) + "}"
 
 
+_PIP = r'''
+"""pip inside a pyexec session: installs into the session's overlay (a
+directory on sys.path of the session's interpreter, never the shared
+environment it started in) with uv, confined like the session itself."""
+import os
+import subprocess
+import sys
+
+
+def main(argv):
+    overlay = os.environ.get("PYEXEC_SESSION_OVERLAY", "")
+    uv = os.environ.get("PYEXEC_UV", "")
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print("pip in a pyexec session: `pip install PACKAGE...` installs into this session's own "
+              "package overlay (%s); the next import sees it, no restart needed. `pip list` lists the "
+              "overlay. Other pip commands are not available here." % overlay)
+        return 0
+    if not overlay or not uv:
+        sys.stderr.write("pip: this session cannot install packages: %s\n" % (
+            "no package overlay" if not overlay else os.environ.get("PYEXEC_PIP_OFF", "uv is not available")))
+        return 1
+    cmd, rest = argv[0], argv[1:]
+    extra = [a for a in os.environ.get("PYEXEC_UV_ARGS", "").split("\n") if a]
+    env = dict(os.environ)
+    tmp = os.path.dirname(overlay)
+    env.update(UV_CACHE_DIR=os.path.join(tmp, ".pyexec-uv-cache"), UV_PYTHON_DOWNLOADS="never",
+               UV_NO_PROGRESS="1", UV_LINK_MODE="copy", NO_COLOR="1")
+    if cmd == "install":
+        args, skip = [], False
+        for a in rest:
+            if skip:
+                skip = False
+            elif a in ("--user", "--no-warn-script-location", "--disable-pip-version-check", "-q", "--quiet", "--break-system-packages"):
+                pass
+            elif a in ("--target", "-t", "--prefix", "--root"):
+                sys.stderr.write("pip: %s is not supported in a session: packages go into the session's overlay\n" % a)
+                return 2
+            else:
+                args.append(a)
+        argv2 = [uv, "pip", "install", "--target", overlay, "--python", sys.executable] + extra + args
+    elif cmd in ("list", "freeze"):
+        argv2 = [uv, "pip", cmd, "--target", overlay, "--python", sys.executable]
+    else:
+        sys.stderr.write("pip: `pip %s` is not available in a session; `pip install` and `pip list` are\n" % cmd)
+        return 2
+    code = subprocess.call(argv2, env=env)
+    if code != 0 and cmd == "install" and os.environ.get("PYEXEC_NETWORK") == "deny":
+        sys.stderr.write("pip: the session's network is denied (network: deny): packages can come only "
+                         "from the server's local wheel directories, so this install failed\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _overlay():
+    """Put the session's package overlay on sys.path (and PYTHONPATH, for
+    the processes cells start), and a pip that installs there first on
+    PATH (and as `python -m pip`). Only names here: the files are written
+    before the first cell (_overlay_files), off the session's start."""
+    overlay = os.environ.get("PYEXEC_SESSION_OVERLAY")
+    if not overlay:
+        return None
+    tmp = os.path.dirname(overlay)
+    bin_dir, mod_dir = os.path.join(tmp, ".pyexec-bin"), os.path.join(tmp, ".pyexec-pip")
+    sys.path.append(overlay)
+    sys.path.append(mod_dir)  # after the environment's own packages
+    pp = os.environ.get("PYTHONPATH")
+    # The shim's pip comes before the environment's for the processes cells
+    # start (`python -m pip install`): a real pip there could only try to
+    # write the shared environment, which is read-only.
+    add = overlay + os.pathsep + mod_dir
+    os.environ["PYTHONPATH"] = pp + os.pathsep + add if pp else add
+    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    return overlay, bin_dir, mod_dir
+
+
+def _overlay_files(names):
+    """Write the overlay dir and the pip shim (once, before the first cell)."""
+    overlay, bin_dir, mod_dir = names
+    try:
+        os.makedirs(overlay, exist_ok=True)
+        os.makedirs(bin_dir, exist_ok=True)
+        os.makedirs(os.path.join(mod_dir, "pip"), exist_ok=True)
+        with open(os.path.join(bin_dir, "pyexec_pip.py"), "w") as f:
+            f.write(_PIP)
+        for name in ("pip", "pip3"):
+            path = os.path.join(bin_dir, name)
+            with open(path, "w") as f:
+                f.write("#!%s\nimport sys\nsys.path.insert(0, %r)\nimport pyexec_pip\nsys.exit(pyexec_pip.main(sys.argv[1:]))\n" % (sys.executable, bin_dir))
+            os.chmod(path, 0o755)
+        with open(os.path.join(mod_dir, "pip", "__init__.py"), "w") as f:
+            f.write("")
+        with open(os.path.join(mod_dir, "pip", "__main__.py"), "w") as f:
+            f.write("import sys\nsys.path.insert(0, %r)\nimport pyexec_pip\nsys.exit(pyexec_pip.main(sys.argv[1:]))\n" % bin_dir)
+    except OSError:
+        pass
+    # An import tried before the directory existed cached "nothing here".
+    for d in (overlay, mod_dir):
+        sys.path_importer_cache.pop(d, None)
+
+
 def _main():
     import _socket
     import _signal
@@ -112,6 +216,8 @@ def _main():
             if body[:1] == b"I" and body[1:] == str(n).encode():
                 hit = True
 
+    overlay = _overlay()
+
     # The user's namespace: a fresh __main__, as `python -i` has.
     main = type(sys)("__main__")
     main.__builtins__ = builtins
@@ -140,6 +246,9 @@ def _main():
                 os.close(fd)
             continue
         n, source = int(head[1:]), code.decode("utf-8", "surrogateescape")
+        if overlay is not None:
+            _overlay_files(overlay)
+            overlay = None
         name = "<cell %d>" % n
         sources[name] = source
         lc = sys.modules.get("linecache")

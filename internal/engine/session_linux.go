@@ -57,6 +57,12 @@ type SessionProcess struct {
 	wmu  sync.Mutex   // one frame at a time on conn
 	cell atomic.Int64 // the cell last sent (what an interrupt is for)
 
+	// Set once the run is prepared (before the interpreter starts): what
+	// installs into the session's overlay need.
+	req      Request
+	prep     *prepared
+	prepOnce chan struct{}
+
 	mu         sync.Mutex
 	killReason string        // why the server ended it (empty: it ended by itself)
 	interrupts chan struct{} // an interrupt was sent to the running cell
@@ -93,7 +99,7 @@ func (e *Engine) StartSession(ctx context.Context, req Request, lifetime time.Du
 	req.Code, req.ScriptPath, req.Args, req.Stdin = sessionDriverSource, "", nil, ""
 	runCtx, cancel := context.WithCancel(context.Background())
 	sp := &SessionProcess{e: e, conn: fc.(*net.UnixConn), cancel: cancel, msgs: make(chan sessionMsg, 4),
-		done: make(chan struct{}), interrupts: make(chan struct{}, 1), started: time.Now()}
+		done: make(chan struct{}), interrupts: make(chan struct{}, 1), started: time.Now(), req: req, prepOnce: make(chan struct{})}
 	pidc := make(chan int, 1)
 	obs := sessionObserver{started: func(pid int) {
 		select {
@@ -105,7 +111,10 @@ func (e *Engine) StartSession(ctx context.Context, req Request, lifetime time.Du
 	go func() {
 		defer close(sp.done)
 		defer e.live.remove(sp)
-		res, err := e.RunWith(runCtx, req, obs, Extras{Timeout: lifetime, ExtraFiles: []*os.File{theirs}, Dedicated: true})
+		x := Extras{Timeout: lifetime, ExtraFiles: []*os.File{theirs}, Dedicated: true,
+			tmpEnv: e.sessionEnv(&req), ReadOnly: e.sessionReadable(),
+			prepared: func(p *prepared) { sp.prep = p; close(sp.prepOnce) }}
+		res, err := e.RunWith(runCtx, req, obs, x)
 		theirs.Close()
 		sp.final, sp.finalErr = res, err
 		sp.conn.Close()
@@ -283,8 +292,9 @@ const cellDrain = 250 * time.Millisecond
 // and a cancelled ctx interrupt the cell; when it has not stopped grace
 // later, the session is killed (reason "timeout" or "interrupt_failed") and
 // the error is ErrSessionEnded. An interrupt (Interrupt) gets the same
-// grace.
-func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration) (CellResult, error) {
+// grace. obs, when set, hears the cell's output as it comes (a job-backed
+// cell's logs).
+func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration, obs Observer) (CellResult, error) {
 	select {
 	case <-sp.done:
 		return CellResult{}, ErrSessionEnded
@@ -325,8 +335,8 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 	stdout, stderr := newCapture(sp.e.cfg.OutputCap), newCapture(sp.e.cfg.OutputCap)
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go pump(&readers, outR, stdout, Stdout, nil)
-	go pump(&readers, errR, stderr, Stderr, nil)
+	go pump(&readers, outR, stdout, Stdout, obs)
+	go pump(&readers, errR, stderr, Stderr, obs)
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

@@ -22,7 +22,7 @@ func startSession(t *testing.T, e *Engine, req Request) *SessionProcess {
 
 func cell(t *testing.T, sp *SessionProcess, n int, code string) CellResult {
 	t.Helper()
-	res, err := sp.RunCell(context.Background(), n, code, time.Minute, time.Second)
+	res, err := sp.RunCell(context.Background(), n, code, time.Minute, time.Second, nil)
 	if err != nil {
 		t.Fatalf("cell %d %q: %v", n, code, err)
 	}
@@ -74,7 +74,7 @@ func TestSessionCells(t *testing.T) {
 		t.Fatalf("sys.exit: %+v", res)
 	}
 	<-sp.Done()
-	if _, err := sp.RunCell(context.Background(), 10, "1", time.Second, time.Second); !errors.Is(err, ErrSessionEnded) {
+	if _, err := sp.RunCell(context.Background(), 10, "1", time.Second, time.Second, nil); !errors.Is(err, ErrSessionEnded) {
 		t.Fatalf("cell after exit: %v", err)
 	}
 }
@@ -85,7 +85,7 @@ func TestSessionTimeoutAndInterrupt(t *testing.T) {
 	e, _ := newTestEngine(t)
 	sp := startSession(t, e, Request{})
 	cell(t, sp, 1, "kept = 'yes'")
-	res, err := sp.RunCell(context.Background(), 2, "import time\nprint('before', flush=True)\ntime.sleep(60)", 300*time.Millisecond, 5*time.Second)
+	res, err := sp.RunCell(context.Background(), 2, "import time\nprint('before', flush=True)\ntime.sleep(60)", 300*time.Millisecond, 5*time.Second, nil)
 	if err != nil {
 		t.Fatalf("interrupted cell: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestSessionTimeoutAndInterrupt(t *testing.T) {
 	// session_interrupt: Interrupt while a cell runs.
 	done := make(chan CellResult, 1)
 	go func() {
-		r, _ := sp.RunCell(context.Background(), 4, "import time\nprint('go', flush=True)\nwhile True: time.sleep(0.01)", time.Minute, 5*time.Second)
+		r, _ := sp.RunCell(context.Background(), 4, "import time\nprint('go', flush=True)\nwhile True: time.sleep(0.01)", time.Minute, 5*time.Second, nil)
 		done <- r
 	}()
 	for sp.Interrupt() == nil {
@@ -114,7 +114,7 @@ func TestSessionTimeoutAndInterrupt(t *testing.T) {
 	}
 	t.Fatal("Interrupt failed")
 blocked:
-	_, err = sp.RunCell(context.Background(), 5, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)", 200*time.Millisecond, 200*time.Millisecond)
+	_, err = sp.RunCell(context.Background(), 5, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)", 200*time.Millisecond, 200*time.Millisecond, nil)
 	if !errors.Is(err, ErrSessionEnded) {
 		t.Fatalf("SIGINT-blocking cell: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestSessionMemoryLimit(t *testing.T) {
 	}
 	sp := startSession(t, e, Request{Limits: &sandbox.Limits{MemoryBytes: 64 << 20}})
 	cell(t, sp, 1, "a = 1")
-	_, err := sp.RunCell(context.Background(), 2, "b = bytearray(512 << 20)", time.Minute, time.Second)
+	_, err := sp.RunCell(context.Background(), 2, "b = bytearray(512 << 20)", time.Minute, time.Second, nil)
 	if !errors.Is(err, ErrSessionEnded) {
 		t.Fatalf("memory bomb: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestSessionInterruptBeforeTheCellStarts(t *testing.T) {
 	e, _ := newTestEngine(t)
 	sp := startSession(t, e, Request{})
 	for i := 1; i <= 5; i++ {
-		res, err := sp.RunCell(context.Background(), i, "while True:\n    pass", time.Microsecond, 10*time.Second)
+		res, err := sp.RunCell(context.Background(), i, "while True:\n    pass", time.Microsecond, 10*time.Second, nil)
 		if err != nil || !res.Interrupted {
 			t.Fatalf("cell %d: %+v %v", i, res, err)
 		}

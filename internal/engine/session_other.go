@@ -25,6 +25,11 @@ func (sp *SessionProcess) Kill(reason string)           {}
 func (sp *SessionProcess) Interrupt() error             { return errNoSessions }
 func (sp *SessionProcess) Memory() (int64, int64)       { return 0, 0 }
 func (sp *SessionProcess) End() (string, Result, error) { return "", Result{}, errNoSessions }
-func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration) (CellResult, error) {
+func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeout, grace time.Duration, obs Observer) (CellResult, error) {
 	return CellResult{}, errNoSessions
+}
+
+// Install is unsupported here.
+func (sp *SessionProcess) Install(ctx context.Context, requirements []string) (string, error) {
+	return "", errNoSessions
 }

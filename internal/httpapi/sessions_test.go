@@ -148,6 +148,7 @@ func TestMCPSessionsLocalAndRemote(t *testing.T) {
 			}
 			testSessionBusyAndInterrupt(t, e.cs)
 			testSessionResources(t, e.cs)
+			testSessionLongCell(t, e.cs, f.workspace, e.name)
 		})
 	}
 }
@@ -196,7 +197,14 @@ func testSessionBusyAndInterrupt(t *testing.T, cs *mcp.ClientSession) {
 		case <-time.After(100 * time.Millisecond): // the cell may not have reached Python yet: interrupt again
 		}
 	}
-	if cell["interrupted"] != true || cell["session_status"] != "idle" {
+	if id, _ := cell["job_id"].(string); id != "" {
+		// The interrupt came after the sync budget: the cell was a job by
+		// then, and the job records the KeyboardInterrupt.
+		j := waitJob(t, call, id)
+		if !strings.Contains(j["stderr"].(string), "KeyboardInterrupt") {
+			t.Fatalf("interrupted job-backed cell: %v", j)
+		}
+	} else if cell["interrupted"] != true || cell["session_status"] != "idle" {
 		t.Fatalf("interrupted cell: %v", cell)
 	}
 	if _, s := call("run_python", map[string]any{"session": "busy", "code": "kept"}); s["result"] != "7" {

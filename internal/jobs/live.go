@@ -14,6 +14,7 @@ import (
 type liveJob struct {
 	m       *Manager
 	req     engine.Request
+	run     RunFunc // runs it instead of Config.Run (StartRun, SyncOptions.Run)
 	timeout time.Duration
 
 	// saveMu serialises database writes of this job; each write takes the

@@ -291,7 +291,19 @@ func (m *Manager) timeoutFor(req engine.Request) time.Duration {
 // Start queues req as a new job and returns it (pending, or running when a
 // slot was free). It returns ErrBusy when MaxQueue jobs are already waiting.
 func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (Job, error) {
-	lj, err := m.start(ctx, req, label, true, nil)
+	lj, err := m.start(ctx, req, label, true, nil, nil)
+	if err != nil {
+		return Job{}, err
+	}
+	return lj.snapshot(true), nil
+}
+
+// StartRun queues a job that run executes instead of Config.Run, on this
+// replica: work bound to this process (a session's cell). req describes
+// it (code, timeout) for get_job and list_jobs. Such a job is never run
+// again elsewhere: if this process dies, recovery fails it like any other.
+func (m *Manager) StartRun(ctx context.Context, req engine.Request, label string, run RunFunc) (Job, error) {
+	lj, err := m.start(ctx, req, label, false, nil, run)
 	if err != nil {
 		return Job{}, err
 	}
@@ -301,8 +313,8 @@ func (m *Manager) Start(ctx context.Context, req engine.Request, label string) (
 // start creates a job. anyNode lets a shared store's queue give it to any
 // replica; otherwise (synchronous runs) it runs here. With lazy set (only
 // for a job that runs here) it stays in memory until it must be kept
-// (spill.go).
-func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool, lazy *lazyOptions) (*liveJob, error) {
+// (spill.go). run, when set, executes it instead of Config.Run.
+func (m *Manager) start(ctx context.Context, req engine.Request, label string, anyNode bool, lazy *lazyOptions, run RunFunc) (*liveJob, error) {
 	if m.cfg.Validate != nil {
 		if err := m.cfg.Validate(ctx, req); err != nil {
 			return nil, err
@@ -313,6 +325,7 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 	lj := &liveJob{
 		m:       m,
 		req:     req,
+		run:     run,
 		timeout: timeout,
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),

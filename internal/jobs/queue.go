@@ -125,7 +125,11 @@ func (m *Manager) execute(ctx context.Context, lj *liveJob) (engine.Result, erro
 			}
 		}()
 	}
-	res, runErr := m.cfg.Run(ctx, lj.req, opts, observer{lj})
+	run := m.cfg.Run
+	if lj.run != nil {
+		run = lj.run
+	}
+	res, runErr := run(ctx, lj.req, opts, observer{lj})
 	if pr != nil {
 		// The run's processes are gone, so closing our write end brings EOF
 		// after the last report; the deadline covers a leaked descriptor.

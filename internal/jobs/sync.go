@@ -41,6 +41,9 @@ type SyncOptions struct {
 	// store and the disk only if it must be kept (spill.go): on handoff,
 	// once its output exceeds SpillAt bytes, or when Keep says so.
 	Ephemeral bool
+	// Run, when set, executes the job instead of Config.Run (a session's
+	// cell: work bound to this process).
+	Run RunFunc
 	// SpillAt > 0 keeps an ephemeral run (row and full logs, up to the log
 	// cap) once its stdout and stderr together exceed this many bytes: the
 	// caller will cut what it shows, and the rest stays readable by cursor.
@@ -83,7 +86,7 @@ func (m *Manager) RunSync(ctx context.Context, req engine.Request, opts SyncOpti
 	if opts.Ephemeral {
 		lazy = &lazyOptions{spillAt: opts.SpillAt, keep: opts.Keep}
 	}
-	lj, err := m.start(ctx, req, opts.Label, false, lazy)
+	lj, err := m.start(ctx, req, opts.Label, false, lazy, opts.Run)
 	if err != nil {
 		return SyncOutcome{}, err
 	}

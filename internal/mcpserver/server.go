@@ -57,7 +57,7 @@ func toolsetInstructions(ts string) string {
 	case ToolsetFiles:
 		return ` write_file puts data or code into the workspace, read_file and list_files get results back (a run's result lists the files it wrote).`
 	case ToolsetSessions:
-		return ` Plain runs share nothing between calls. For iterative work (load data once, then explore it), pass session=NAME to run_python: the code runs as a cell in a live session whose variables and imports persist; session_list, session_interrupt, session_reset and session_close manage sessions.`
+		return ` Plain runs share nothing between calls. For iterative work (load data once, then explore it), pass session=NAME to run_python: the code runs as a cell in a live session whose variables and imports persist; dependencies on a later call (or pip install in a cell) install into that session alone; a long cell becomes a job (get_job) and the session stays busy until it ends; session_list, session_interrupt, session_reset and session_close manage sessions.`
 	case ToolsetEnvs:
 		return ` For packages used across many calls, env_create builds a named environment once; then pass env: NAME to run_python.`
 	}

@@ -32,6 +32,7 @@ type SessionCell struct {
 	LostReason     string            `json:"lost_reason,omitempty" jsonschema:"Why the session ended during this cell: timeout, interrupt_failed, memory, processes, killed, ..."`
 	LostDetail     string            `json:"lost_detail,omitempty" jsonschema:"What ended the session, in words."`
 	ExpiresAt      *time.Time        `json:"expires_at,omitempty" jsonschema:"When the session will be closed unless used again (its idle timeout, or its maximum lifetime if sooner)."`
+	Installed      []string          `json:"installed,omitempty" jsonschema:"Requirements this call installed into the session's own package overlay before the cell ran (dependencies it did not have yet)."`
 }
 
 // SessionNameInput names a session.
@@ -76,7 +77,7 @@ func (t *tools) registerSessions(srv *mcp.Server) {
 		Description: "Start a live Python session: one interpreter whose variables, imports and loaded data persist across run_python calls that pass the same session name (like a notebook kernel). " +
 			"Use a session for iterative work: load a file or import a heavy library (pandas) once, then inspect, clean and plot in later calls without reloading. " +
 			"Use a plain run_python (no session) for independent one-off code: it shares nothing and cannot be left in a bad state. " +
-			"run_python with a new session name creates the session too; session_create also sets idle_timeout and label. Settings (interpreter, dependencies, cwd, env, sandbox, limits) are fixed at creation. " +
+			"run_python with a new session name creates the session too; session_create also sets idle_timeout and label. Settings (interpreter or named environment env, cwd, env_vars, sandbox, network, limits) are fixed at creation; dependencies are not: a later call's dependencies that the session lacks are installed into its own package overlay (confined, with uv) and import at once, and `pip install` inside a cell does the same. " +
 			"A session is confined like a run, its limits apply to all its processes together, and it is closed after its idle timeout (default 30 min).",
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, t.sessionCreate)
@@ -140,16 +141,30 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 		return nil, RunPythonOutput{}, &engine.RequestError{Field: "args", Message: "cannot be combined with session: a session has one sys.argv; set variables in the code instead"}
 	case r.Stdin != "":
 		return nil, RunPythonOutput{}, &engine.RequestError{Field: "stdin", Message: "cannot be combined with session: read workspace files instead"}
-	case r.Env != "":
-		return nil, RunPythonOutput{}, &engine.RequestError{Field: "env", Message: "named environments are not supported in sessions yet: use dependencies"}
-	case in.Mode == "async":
-		return nil, RunPythonOutput{}, &engine.RequestError{Field: "mode", Message: "async is not supported with session yet: a cell runs synchronously, up to its timeout"}
 	}
-	cell, err := sx.SessionRun(ctx, session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r)}, progressTo(ctx, req))
+	if err := in.JobOptions.check(t.jobs != nil); err != nil {
+		return nil, RunPythonOutput{}, toolError(err)
+	}
+	rr := session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r), Async: in.Mode == "async"}
+	if t.jobs != nil && t.jobs.budget > 0 {
+		rr.SyncBudget = t.jobs.budget.Seconds()
+	}
+	if tk := taskFrom(ctx); tk != nil {
+		// A task is the wait for the cell: no handoff; locally the cell is
+		// a kept job the task names (cancelling the task interrupts it).
+		rr.SyncBudget, rr.Async = 0, false
+		if t.jobs != nil {
+			rr.OnJob = tk.setJob
+		}
+	}
+	cell, err := sx.SessionRun(ctx, rr, progressTo(ctx, req))
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := cellOutput(cell)
+	if cell.JobID != "" {
+		return render(in.Rendering, out, func() string { return renderCellJob(out) }), out, nil
+	}
 	return render(in.Rendering, out, func() string { return renderCell(out) }), out, nil
 }
 
@@ -169,12 +184,31 @@ func cellOutput(c session.CellResult) RunPythonOutput {
 	}
 	res.Success = res.ExitCode == 0 && !c.TimedOut && c.Error == nil
 	sc := SessionCell{Session: c.Session, SessionCreated: c.SessionCreated, ExecutionCount: c.ExecutionCount, Value: c.Result, Error: c.Error,
-		Interrupted: c.Interrupted, SessionStatus: c.Status, LostReason: c.LostReason, LostDetail: c.LostDetail}
+		Interrupted: c.Interrupted, SessionStatus: c.Status, LostReason: c.LostReason, LostDetail: c.LostDetail, Installed: c.Installed}
 	if !c.ExpiresAt.IsZero() {
 		e := c.ExpiresAt
 		sc.ExpiresAt = &e
 	}
-	return RunPythonOutput{Result: res, SessionCell: sc}
+	out := RunPythonOutput{Result: res, SessionCell: sc}
+	if c.JobID != "" {
+		out.Success = false
+		out.Handoff = Handoff{JobID: c.JobID, Status: c.JobStatus, NextStdoutOffset: c.NextStdoutOffset, NextStderrOffset: c.NextStderrOffset}
+		if c.NextStdoutOffset == 0 && c.NextStderrOffset == 0 && c.Stdout == "" && c.Stderr == "" {
+			out.Message = fmt.Sprintf("Cell started as background job %s in session %s. Follow it with get_job(job_id=%q, wait=30); stop it with session_interrupt or cancel_job. The session is busy until the cell ends.", c.JobID, c.Session, c.JobID)
+		} else {
+			out.Message = fmt.Sprintf("Cell %d is still running after the sync budget: it continues as background job %s and session %s stays busy until it ends. Output so far is included; get the rest with get_job(job_id=%q, stdout_offset=%d, stderr_offset=%d, wait=30) (its stdout ends with Out[N]: the cell's value), or stop it with session_interrupt.",
+				c.ExecutionCount, c.JobID, c.Session, c.JobID, c.NextStdoutOffset, c.NextStderrOffset)
+		}
+	}
+	return out
+}
+
+func renderCellJob(o RunPythonOutput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**still running** · session `%s` · job `%s` · %s\n\n%s\n", o.SessionCell.Session, o.JobID, o.Handoff.Status, o.Message)
+	writeStream(&b, "stdout so far", o.Stdout, o.NextStdoutOffset, false)
+	writeStream(&b, "stderr so far", o.Stderr, o.NextStderrOffset, false)
+	return b.String()
 }
 
 func renderCell(o RunPythonOutput) string {
@@ -198,6 +232,9 @@ func renderCell(o RunPythonOutput) string {
 		created = " (created)"
 	}
 	fmt.Fprintf(&b, "**%s** · session `%s`%s · cell [%d] · %.3f s · Python %s\n", outcome, s.Session, created, s.ExecutionCount, o.ElapsedSeconds, o.PythonVersionUsed)
+	if len(s.Installed) > 0 {
+		fmt.Fprintf(&b, "installed into the session: %s\n", strings.Join(s.Installed, ", "))
+	}
 	if s.LostReason != "" {
 		fmt.Fprintf(&b, "**%s**: %s. Its variables are gone; the next call with this name starts a new session.\n", s.LostReason, s.LostDetail)
 	}

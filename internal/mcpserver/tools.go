@@ -43,7 +43,7 @@ func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.Markdo
 type RunPythonInput struct {
 	engine.Request
 	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
-	Session    string `json:"session,omitempty" jsonschema:"Run the code as a cell in this live session (1-64 characters of A-Z a-z 0-9 _ . -): variables, imports and data persist between calls with the same session. A name not in use creates the session with this call's settings (session_created: true). Without it the run shares nothing with other calls."`
+	Session    string `json:"session,omitempty" jsonschema:"Run the code as a cell in this live session (1-64 characters of A-Z a-z 0-9 _ . -): variables, imports and data persist between calls with the same session. A name not in use creates the session with this call's settings (session_created: true). Later calls may add dependencies (installed into the session's own overlay, imported at once); other settings are fixed. A cell still running after the sync budget returns a job_id with the output so far (get_job reads the rest; the session stays busy until it ends); mode async starts it as a job. Without session the run shares nothing with other calls."`
 	JobOptions
 	OutputBudget
 	Rendering

@@ -22,6 +22,7 @@ type Error struct {
 	Kind    string `json:"kind"`
 	Session string `json:"session,omitempty"`
 	Reason  string `json:"lost_reason,omitempty"`
+	Job     string `json:"job_id,omitempty"` // busy: the job running the cell
 	Message string `json:"message"`
 }
 
@@ -46,7 +47,7 @@ func sameSettings(have, want Settings) error {
 	str := []struct {
 		field, a, b string
 	}{
-		{"python", have.Python, want.Python}, {"python_version", have.PythonVersion, want.PythonVersion},
+		{"python", have.Python, want.Python}, {"env", have.Env, want.Env}, {"python_version", have.PythonVersion, want.PythonVersion},
 		{"cwd", have.Cwd, want.Cwd}, {"env_file", have.EnvFile, want.EnvFile},
 		{"sandbox", have.Sandbox, want.Sandbox}, {"network", have.Network, want.Network},
 	}
@@ -60,9 +61,6 @@ func sameSettings(have, want Settings) error {
 	}
 	if want.Limits != nil && (have.Limits == nil || *want.Limits != *have.Limits) {
 		return differ("limits", fmtLimits(have), *want.Limits)
-	}
-	if len(want.Dependencies) > 0 && fmt.Sprint(want.Dependencies) != fmt.Sprint(have.Dependencies) {
-		return &engine.RequestError{Field: "dependencies", Message: fmt.Sprintf("the session was created with dependencies %v; installing packages into a running session is not supported yet: create a new session with every dependency you need (the environment is cached, so it starts fast the next time)", have.Dependencies)}
 	}
 	return nil
 }

@@ -81,7 +81,9 @@ type session struct {
 	lastUsed               time.Time
 	running                int
 	runningSince           time.Time
+	runningJob             string // the job backing the running cell, if any
 	history                []HistoryCell
+	installed              []string // requirements installed into its overlay, in order
 	dropped                int
 	peak                   int64
 	cpu                    float64
@@ -332,7 +334,22 @@ func (m *Manager) goneError(s *session) error {
 }
 
 func (m *Manager) busyError(s *session) error {
-	return &Error{Kind: KindBusy, Session: s.name, Message: fmt.Sprintf("session %q is busy running cell %d (for %.1fs); wait for it, or stop it with session_interrupt. One cell runs at a time per session.", s.name, s.running, time.Since(s.runningSince).Seconds())}
+	job := ""
+	if s.runningJob != "" {
+		job = fmt.Sprintf(" as job %s (get_job reads its output)", s.runningJob)
+	}
+	return &Error{Kind: KindBusy, Session: s.name, Job: s.runningJob, Message: fmt.Sprintf("session %q is busy running cell %d%s for %.1fs; wait for it, or stop it with session_interrupt. One cell runs at a time per session.", s.name, s.running, job, time.Since(s.runningSince).Seconds())}
+}
+
+// Busy returns the busy error when the session exists and runs a cell (so
+// a call can be refused before a job is made for it), else nil.
+func (m *Manager) Busy(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[name]; ok && s.status == StatusBusy {
+		return m.busyError(s)
+	}
+	return nil
 }
 
 // Get describes one session.
@@ -363,14 +380,14 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 
 func (m *Manager) infoLocked(s *session) Info {
 	in := Info{Name: s.name, Label: s.label, Status: s.status, LostReason: s.lostReason, LostDetail: s.lostDetail,
-		Settings: s.settings, Python: s.python, ExecutionCount: s.count, CreatedAt: s.created, LastUsedAt: s.lastUsed,
+		Settings: s.settings, Installed: slices.Clone(s.installed), Python: s.python, ExecutionCount: s.count, CreatedAt: s.created, LastUsedAt: s.lastUsed,
 		StartSeconds: s.startSecs, PeakMemory: s.peak, CPUSeconds: s.cpu}
 	switch s.status {
 	case StatusIdle:
 		in.IdleSeconds = time.Since(s.lastUsed).Seconds()
 		in.ExpiresAt = m.expiresLocked(s)
 	case StatusBusy:
-		in.RunningCell, in.RunningSeconds = s.running, time.Since(s.runningSince).Seconds()
+		in.RunningCell, in.RunningSeconds, in.RunningJob = s.running, time.Since(s.runningSince).Seconds(), s.runningJob
 		in.ExpiresAt = m.expiresLocked(s)
 	}
 	if s.proc != nil && (s.status == StatusIdle || s.status == StatusBusy) {
@@ -391,6 +408,13 @@ func (m *Manager) expiresLocked(s *session) time.Time {
 // Run runs one cell, creating the session first when the name is not in
 // use (with the request's settings).
 func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
+	return m.RunObserved(ctx, req, "", nil)
+}
+
+// RunObserved is Run for a cell backed by a job: job names it (in the busy
+// error and the session's info) and obs hears the cell's output as it
+// comes.
+func (m *Manager) RunObserved(ctx context.Context, req RunRequest, job string, obs engine.Observer) (CellResult, error) {
 	if err := checkName(req.Session); err != nil {
 		return CellResult{}, err
 	}
@@ -434,17 +458,33 @@ func (m *Manager) Run(ctx context.Context, req RunRequest) (CellResult, error) {
 		}
 	}
 	n := s.count + 1
-	s.status, s.running, s.runningSince = StatusBusy, n, time.Now()
+	s.status, s.running, s.runningSince, s.runningJob = StatusBusy, n, time.Now(), job
 	proc := s.proc
+	missing := s.missingLocked(req.Dependencies)
 	m.mu.Unlock()
 
-	cell, runErr := proc.RunCell(ctx, n, req.Code, timeout, m.cfg.InterruptGrace)
+	if len(missing) > 0 {
+		if _, err := proc.Install(ctx, missing); err != nil {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			s.running, s.runningJob = 0, ""
+			if s.status == StatusBusy {
+				s.status = StatusIdle
+			}
+			return CellResult{}, &engine.RequestError{Field: "dependencies", Message: fmt.Sprintf("installing %s into session %q failed, so the cell did not run (the session and its variables are unchanged): %v", strings.Join(missing, ", "), s.name, err)}
+		}
+		m.mu.Lock()
+		s.installed = append(s.installed, missing...)
+		m.mu.Unlock()
+	}
+
+	cell, runErr := proc.RunCell(ctx, n, req.Code, timeout, m.cfg.InterruptGrace, obs)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.count, s.running, s.lastUsed = n, 0, time.Now()
+	s.count, s.running, s.runningJob, s.lastUsed = n, 0, "", time.Now()
 	m.recordLocked(s, n, req.Code, cell)
-	out := CellResult{CellResult: cell, Session: s.name, ExecutionCount: n, SessionCreated: created, Python: s.python}
+	out := CellResult{CellResult: cell, Session: s.name, ExecutionCount: n, SessionCreated: created, Python: s.python, Installed: missing}
 	switch {
 	case errors.Is(runErr, engine.ErrSessionEnded):
 		m.mu.Unlock()
@@ -604,4 +644,21 @@ func (m *Manager) Reset(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("reset: the new interpreter did not start (the session is gone): %w", err)
 	}
 	return m.Get(ctx, name)
+}
+
+// missingLocked is what of want the session has neither been created with
+// nor installed since (compared as written, after trimming).
+func (s *session) missingLocked(want []string) []string {
+	have := map[string]bool{}
+	for _, d := range append(slices.Clone(s.settings.Dependencies), s.installed...) {
+		have[strings.TrimSpace(d)] = true
+	}
+	var out []string
+	for _, d := range want {
+		if d = strings.TrimSpace(d); d != "" && !have[d] {
+			have[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -69,7 +69,7 @@ func TestSessionLifecycle(t *testing.T) {
 	}{
 		{Settings{Network: "deny"}, "network"},
 		{Settings{EnvVars: map[string]string{"A": "1"}}, "env_vars"},
-		{Settings{Dependencies: []string{"six"}}, "dependencies"},
+		{Settings{Env: "other"}, "env"}, // dependencies are not fixed: see TestSessionPackagesMidSession
 		{Settings{Limits: &sandbox.Limits{MaxProcs: 10}}, "limits"},
 	} {
 		_, err := m.Run(context.Background(), RunRequest{Session: "a", Code: "1", Settings: c.st})

@@ -17,8 +17,9 @@ import (
 // session must not ask for different ones.
 type Settings struct {
 	Python        string            `json:"python,omitempty" jsonschema:"Path of the Python interpreter of the session."`
+	Env           string            `json:"env,omitempty" jsonschema:"Name of a named environment (env_create) the session runs in: its interpreter and packages. Cannot be combined with dependencies, python or python_version at creation; dependencies of later calls go into the session's own overlay on top of it."`
 	PythonVersion string            `json:"python_version,omitempty" jsonschema:"Python version of the session, like 3.12, among the interpreters installed on the server."`
-	Dependencies  []string          `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements installed (with uv, cached) into the session's environment when it is created."`
+	Dependencies  []string          `json:"dependencies,omitempty" jsonschema:"PEP 508 requirements. At creation the session starts in their cached environment; on a later call, those it lacks are installed (with uv, confined) into the session's own package overlay and the cell imports them at once, no restart."`
 	Cwd           string            `json:"cwd,omitempty" jsonschema:"Working directory of the session, inside the workspace. Default: the workspace root."`
 	EnvVars       map[string]string `json:"env_vars,omitempty" jsonschema:"Environment variables of the session."`
 	EnvFile       string            `json:"env_file,omitempty" jsonschema:"Path of a .env file inside the workspace, loaded before env_vars."`
@@ -29,12 +30,12 @@ type Settings struct {
 
 // FromRequest takes the creation settings out of a run request.
 func FromRequest(r engine.Request) Settings {
-	return Settings{Python: r.Python, PythonVersion: r.PythonVersion, Dependencies: r.Dependencies, Cwd: r.Cwd,
+	return Settings{Python: r.Python, Env: r.Env, PythonVersion: r.PythonVersion, Dependencies: r.Dependencies, Cwd: r.Cwd,
 		EnvVars: r.EnvVars, EnvFile: r.EnvFile, Sandbox: r.Sandbox, Network: r.Network, Limits: r.Limits}
 }
 
 func (s Settings) request() engine.Request {
-	return engine.Request{Python: s.Python, PythonVersion: s.PythonVersion, Dependencies: s.Dependencies, Cwd: s.Cwd,
+	return engine.Request{Python: s.Python, Env: s.Env, PythonVersion: s.PythonVersion, Dependencies: s.Dependencies, Cwd: s.Cwd,
 		EnvVars: s.EnvVars, EnvFile: s.EnvFile, Sandbox: s.Sandbox, Network: s.Network, Limits: s.Limits}
 }
 
@@ -52,6 +53,15 @@ type RunRequest struct {
 	Session string  `json:"session"`
 	Code    string  `json:"code"`
 	Timeout float64 `json:"timeout,omitempty"`
+	// SyncBudget, when > 0 and the server has jobs, is how long the call
+	// waits for the cell (seconds) before the cell continues as a job and
+	// the call returns the output so far and the job id.
+	SyncBudget float64 `json:"sync_budget,omitempty"`
+	// Async starts the cell as a job and returns at once.
+	Async bool `json:"async,omitempty"`
+	// OnJob, when set (in process only: an MCP task), makes the cell a
+	// job that is kept and never handed off, and hears its id.
+	OnJob func(jobID string) `json:"-"`
 	Settings
 }
 
@@ -71,6 +81,7 @@ type Info struct {
 	LostReason     string    `json:"lost_reason,omitempty" jsonschema:"Why a lost session ended: timeout, interrupt_failed, memory, processes, cpu, file_size, killed, crashed, exited, max_lifetime or server_restarted."`
 	LostDetail     string    `json:"lost_detail,omitempty" jsonschema:"What happened, in words."`
 	Settings       Settings  `json:"settings" jsonschema:"What it was created with."`
+	Installed      []string  `json:"installed,omitempty" jsonschema:"Requirements installed into its package overlay after creation (dependencies of later calls)."`
 	Python         string    `json:"python_version_used,omitempty" jsonschema:"Version of its interpreter."`
 	ExecutionCount int       `json:"execution_count" jsonschema:"Cells run so far."`
 	CreatedAt      time.Time `json:"created_at" jsonschema:"When it was created."`
@@ -79,6 +90,7 @@ type Info struct {
 	IdleSeconds    float64   `json:"idle_seconds" jsonschema:"Seconds since its last call ended (0 while busy)."`
 	RunningCell    int       `json:"running_cell,omitempty" jsonschema:"While busy: the number of the running cell."`
 	RunningSeconds float64   `json:"running_seconds,omitempty" jsonschema:"While busy: how long the running cell has run."`
+	RunningJob     string    `json:"running_job_id,omitempty" jsonschema:"While busy with a cell that became a background job: its job id (get_job)."`
 	StartSeconds   float64   `json:"start_seconds" jsonschema:"How long creating its interpreter took."`
 	MemoryBytes    int64     `json:"memory_bytes,omitempty" jsonschema:"Resident memory of its interpreter now."`
 	PeakMemory     int64     `json:"peak_memory_bytes,omitempty" jsonschema:"Peak memory: of its interpreter while it lives; of its whole cgroup once it ended."`
@@ -96,6 +108,13 @@ type CellResult struct {
 	LostDetail     string    `json:"lost_detail,omitempty" jsonschema:"When the cell cost the session: what happened, in words."`
 	ExpiresAt      time.Time `json:"expires_at,omitempty" jsonschema:"When the session will be closed unless used again."`
 	Python         string    `json:"python_version_used,omitempty" jsonschema:"Version of the session's interpreter."`
+	Installed      []string  `json:"installed,omitempty" jsonschema:"Requirements this call installed into the session's own package overlay before the cell ran."`
+	// Set when the cell continues as a background job (Status busy): its
+	// id, and the output so far is in Stdout/Stderr.
+	JobID            string `json:"job_id,omitempty"`
+	JobStatus        string `json:"job_status,omitempty"`
+	NextStdoutOffset int64  `json:"next_stdout_offset,omitempty"`
+	NextStderrOffset int64  `json:"next_stderr_offset,omitempty"`
 }
 
 // HistoryCell is one cell as the history keeps it (outputs cut to
