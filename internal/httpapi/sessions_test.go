@@ -58,6 +58,18 @@ func sessionSuite() []sessionStep {
 				}
 			}},
 		{"namespace survives", "run_python", map[string]any{"session": "s1", "code": "x"}, wantCell("42")},
+		{"a flood of output fits the result budget", "run_python", map[string]any{"session": "s1",
+			"code": "for i in range(50000):\n    print('line %05d ' % i + 'x' * 90)\nprint('LAST LINE')\n'y' * 3_000_000"},
+			func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				whole, _ := json.Marshal(r)
+				out, _ := s["stdout"].(string)
+				res, _ := s["result"].(string)
+				if len(whole) > 100_000 || !strings.Contains(out, "LAST LINE") || !strings.Contains(out, "cut here") ||
+					!strings.Contains(out, "session://s1/history") || len(res) > 20_000 || s["stdout_truncated"] != true {
+					t.Fatalf("%d bytes of result; stdout %d bytes (%q...), result %d bytes", len(whole), len(out), out[:min(len(out), 200)], len(res))
+				}
+			}},
 		{"settings fixed", "run_python", map[string]any{"session": "s1", "code": "1", "network": "deny"}, wantToolError("network: the session was created with")},
 		{"bad name", "run_python", map[string]any{"session": "no/slash", "code": "1"}, wantToolError("session:")},
 		{"args refused", "run_python", map[string]any{"session": "s1", "code": "1", "args": []string{"a"}}, wantToolError("args: cannot be combined with session")},
@@ -73,7 +85,7 @@ func sessionSuite() []sessionStep {
 			func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
 				wantOK(t, r)
 				l := s["sessions"].([]any)
-				if len(l) != 1 || l[0].(map[string]any)["session"] != "s1" || l[0].(map[string]any)["execution_count"] != 6.0 {
+				if len(l) != 1 || l[0].(map[string]any)["session"] != "s1" || l[0].(map[string]any)["execution_count"] != 7.0 {
 					t.Fatalf("structured %v", s)
 				}
 			}},

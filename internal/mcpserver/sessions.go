@@ -145,6 +145,10 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 	if err := in.JobOptions.check(t.jobs != nil); err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
+	budget, err := t.budget(in.OutputBudget)
+	if err != nil {
+		return nil, RunPythonOutput{}, toolError(err)
+	}
 	rr := session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r), Async: in.Mode == "async"}
 	if t.jobs != nil && t.jobs.budget > 0 {
 		rr.SyncBudget = t.jobs.budget.Seconds()
@@ -162,10 +166,35 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := cellOutput(cell)
+	fitCell(&out, budget, cell.JobID)
 	if cell.JobID != "" {
 		return render(in.Rendering, out, func() string { return renderCellJob(out) }), out, nil
 	}
 	return render(in.Rendering, out, func() string { return renderCell(out) }), out, nil
+}
+
+// fitCell keeps a cell's streams, result and traceback within the result
+// budget, as a plain run's are: head and tail of each stream with a marker
+// saying where the rest is (the cell's job when it was handed off; the
+// session's history keeps the last 64 KiB of each stream otherwise).
+func fitCell(out *RunPythonOutput, budget int, jobID string) {
+	where := present.Where{JobID: jobID}
+	if jobID == "" {
+		where.Note = fmt.Sprintf("the session's history (session://%s/history) keeps the last 64 KiB of each stream; print less, or write large output to a file and read_file it", out.SessionCell.Session)
+	}
+	var cut bool
+	out.Stdout, out.Stderr, cut = present.CutOutput(out.Stdout, out.Stderr, out.StdoutBytes, out.StderrBytes, budget, where)
+	out.StdoutTruncated = out.StdoutTruncated || cut && int64(len(out.Stdout)) < out.StdoutBytes
+	out.StderrTruncated = out.StderrTruncated || cut && int64(len(out.Stderr)) < out.StderrBytes
+	// The result's repr and the traceback share what the streams left.
+	rest := max(budget/5, 1000)
+	if v := out.SessionCell.Value; v != nil && len(*v) > rest {
+		clipped := present.Clip(*v, rest)
+		out.SessionCell.Value = &clipped
+	}
+	if e := out.SessionCell.Error; e != nil && len(e.Traceback) > rest {
+		e.Traceback = present.Clip(e.Traceback, rest)
+	}
 }
 
 // cellOutput shapes a cell's result as run_python's: the same stdout,

@@ -100,6 +100,13 @@ func clip(text string, limit int) (string, bool) {
 	return text[:cut] + fmt.Sprintf("\n[... %s more bytes not shown]", Commas(int64(len(text)-cut))), true
 }
 
+// Clip cuts text to about limit bytes with a note of how much was left out
+// (for a value or traceback that has no job to point to).
+func Clip(text string, limit int) string {
+	out, _ := clip(text, limit)
+	return out
+}
+
 // CutOutput fits two streams (such as a handed-off run's output so far)
 // into budget characters, with markers saying where the rest is.
 func CutOutput(stdout, stderr string, outBytes, errBytes int64, budget int, where Where) (string, string, bool) {
