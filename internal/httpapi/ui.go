@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/ui"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // The audit page (/ui) sits behind the same token as the API. A browser
@@ -25,12 +26,24 @@ const (
 	uiCookieLife = 12 * time.Hour
 )
 
+// uiFilesListed bounds the workspace entries the audit page shows.
+const uiFilesListed = 200
+
 // uiRoutes mounts the audit page.
 func (s *Server) uiRoutes(handle func(pattern, name string, o routeOpts, h http.Handler)) {
 	o := ui.Options{
 		Info: s.opts.Executor.Info,
 		Runs: s.runs,
 		Envs: s.opts.Envs,
+	}
+	if s.sx != nil {
+		o.Sessions = s.sx.SessionList
+	}
+	if fx, err := s.files(); err == nil {
+		o.Files = func(ctx context.Context) ([]workspace.FileInfo, error) {
+			l, err := fx.ListFiles(ctx, executor.ListFilesRequest{Limit: uiFilesListed})
+			return l.Entries, err
+		}
 	}
 	if s.jx != nil {
 		o.Jobs = s.jx

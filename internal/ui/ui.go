@@ -1,7 +1,7 @@
 // Package ui is pyexec serve's audit page: a read-only view, at /ui, of what
 // agents ran (recent synchronous runs and background jobs, filterable), the
-// live output of a running job, the dependency environment cache and the
-// warm interpreters. It is plain HTML, CSS and a little JavaScript embedded
+// live output of a running job, the dependency environment cache, the warm
+// interpreters, the live sessions and the workspace's files. It is plain HTML, CSS and a little JavaScript embedded
 // in the binary: no build step, no framework, nothing fetched from elsewhere.
 //
 // The page only reads. Authentication is the server's (internal/httpapi
@@ -20,7 +20,9 @@ import (
 
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/jobs"
+	"github.com/pyexec/pyexec/internal/session"
 	"github.com/pyexec/pyexec/internal/uvenv"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 //go:embed assets
@@ -45,6 +47,10 @@ type Options struct {
 	JobOutput http.Handler
 	// Envs lists the cached dependency environments (nil: not shown).
 	Envs func(context.Context) ([]uvenv.EnvInfo, error)
+	// Sessions lists the live Python sessions (nil: the server has none).
+	Sessions func(context.Context) ([]session.Info, error)
+	// Files lists the workspace's top level (nil: not shown).
+	Files func(context.Context) ([]workspace.FileInfo, error)
 }
 
 // Handler serves the page and its read-only JSON under Path.
@@ -150,18 +156,23 @@ func trimRequest(j *jobs.Job) {
 	j.Request = &cut
 }
 
-// State is the server's side of the page: caches, warm pool and what is not
-// built yet.
+// State is the server's side of the page: caches, warm pool, sessions and
+// the workspace's top level.
 type State struct {
-	Version   string            `json:"version"`
-	Workspace string            `json:"workspace"`
-	Sandbox   string            `json:"sandbox"`
-	RunsAs    string            `json:"runs_as"`
-	Warm      any               `json:"warm"` // engine.WarmStats, or null when warm interpreters are off
-	Envs      []uvenv.EnvInfo   `json:"envs"`
-	EnvsError string            `json:"envs_error,omitempty"`
-	NotBuilt  map[string]string `json:"not_built"`
-	Now       time.Time         `json:"now"`
+	Version   string          `json:"version"`
+	Workspace string          `json:"workspace"`
+	Sandbox   string          `json:"sandbox"`
+	RunsAs    string          `json:"runs_as"`
+	Warm      any             `json:"warm"` // engine.WarmStats, or null when warm interpreters are off
+	Envs      []uvenv.EnvInfo `json:"envs"`
+	EnvsError string          `json:"envs_error,omitempty"`
+	// Sessions and Files are nil when the server offers none; their
+	// *Error says why a listing failed.
+	Sessions      []session.Info       `json:"sessions"`
+	SessionsError string               `json:"sessions_error,omitempty"`
+	Files         []workspace.FileInfo `json:"files"`
+	FilesError    string               `json:"files_error,omitempty"`
+	Now           time.Time            `json:"now"`
 }
 
 func (h *handler) state(w http.ResponseWriter, r *http.Request) {
@@ -174,12 +185,6 @@ func (h *handler) state(w http.ResponseWriter, r *http.Request) {
 		Version: info.Version, Workspace: info.Workspace, RunsAs: info.Sandbox.RunsAs,
 		Sandbox: info.Sandbox.Policy + ", network " + info.Sandbox.Network,
 		Envs:    []uvenv.EnvInfo{}, Now: time.Now().UTC(),
-		// The seam for what pyexec does not have yet: the page shows these
-		// sections as "not available in this version" until they exist.
-		NotBuilt: map[string]string{
-			"sessions":        "Live Python sessions are not part of this version of pyexec: every run is a fresh process.",
-			"workspace_files": "Workspace file browsing is not part of this version of pyexec.",
-		},
 	}
 	if info.Warm != nil {
 		st.Warm = info.Warm
@@ -190,6 +195,22 @@ func (h *handler) state(w http.ResponseWriter, r *http.Request) {
 			st.EnvsError = err.Error()
 		} else if envs != nil {
 			st.Envs = envs
+		}
+	}
+	if h.o.Sessions != nil {
+		st.Sessions = []session.Info{}
+		if l, err := h.o.Sessions(r.Context()); err != nil {
+			st.SessionsError = err.Error()
+		} else if l != nil {
+			st.Sessions = l
+		}
+	}
+	if h.o.Files != nil {
+		st.Files = []workspace.FileInfo{}
+		if l, err := h.o.Files(r.Context()); err != nil {
+			st.FilesError = err.Error()
+		} else if l != nil {
+			st.Files = l
 		}
 	}
 	writeJSON(w, http.StatusOK, st)

@@ -137,8 +137,49 @@ function renderState(s) {
       el("td", {}, e.in_use ? "yes" : "")));
   }
   $("#envs-note").textContent = s.envs_error ? "cannot list: " + s.envs_error : (s.envs.length ? "" : "No dependency environments cached yet.");
-  $("#sessions").textContent = s.not_built.sessions || "";
-  $("#files").textContent = s.not_built.workspace_files || "";
+  renderSessions(s);
+  renderFiles(s);
+}
+
+function renderSessions(s) {
+  const tbody = $("#sessions tbody");
+  tbody.replaceChildren();
+  for (const x of s.sessions || []) {
+    let status = x.status;
+    if (x.status === "busy" && x.running_cell) status += " (cell " + x.running_cell + ", " + secs(x.running_seconds) + ")";
+    if (x.lost_reason) status += ": " + x.lost_reason;
+    tbody.append(el("tr", { class: "session" },
+      el("td", { class: "code" }, x.session),
+      el("td", {}, status),
+      el("td", { class: "num" }, String(x.execution_count)),
+      el("td", {}, x.python_version_used || ""),
+      el("td", { class: "num" }, bytes(x.memory_bytes)),
+      el("td", {}, when(x.created_at)),
+      el("td", {}, when(x.last_used_at)),
+      el("td", {}, when(x.expires_at))));
+  }
+  let note = "";
+  if (s.sessions === null) note = "This server offers no Python sessions.";
+  else if (s.sessions_error) note = "cannot list: " + s.sessions_error;
+  else if (!s.sessions.length) note = "No live sessions.";
+  $("#sessions-note").textContent = note;
+}
+
+function renderFiles(s) {
+  const tbody = $("#files tbody");
+  tbody.replaceChildren();
+  for (const f of s.files || []) {
+    tbody.append(el("tr", {},
+      el("td", { class: "code" }, f.path + (f.type === "dir" ? "/" : "")),
+      el("td", {}, f.type),
+      el("td", { class: "num" }, f.type === "file" ? bytes(f.size) : ""),
+      el("td", {}, when(f.mod_time))));
+  }
+  let note = "";
+  if (s.files === null) note = "This server offers no workspace file access.";
+  else if (s.files_error) note = "cannot list: " + s.files_error;
+  else if (!s.files.length) note = "The workspace is empty.";
+  $("#files-note").textContent = note;
 }
 
 async function refresh() {
