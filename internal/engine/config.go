@@ -16,6 +16,7 @@ const (
 	DefaultCodeLimit  = 1 << 20 // bytes of inline code
 	DefaultOutputCap  = 1 << 20 // bytes kept inline per stream
 	DefaultKillGrace  = 500 * time.Millisecond
+	DefaultPrestart   = 2
 )
 
 // Config is the server-wide part of every run: where it may work, what it
@@ -52,6 +53,11 @@ type Config struct {
 	// Launcher is the binary re-executed as the per-run launcher; default
 	// /proc/self/exe (see package launcher).
 	Launcher string
+	// Prestart is how many launchers are kept started ahead of the runs
+	// that will need one (cold runs, fork servers, confined builds): the
+	// exec of this binary and its runtime's start leave the request path
+	// (launcher.Pool). 0: DefaultPrestart; negative: none.
+	Prestart int
 
 	// Sandbox is the confinement policy, network setting and resource
 	// limits of every run (zero value: workspace policy, default limits).
@@ -68,6 +74,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
+	if c.Prestart == 0 {
+		c.Prestart = DefaultPrestart
+	}
 	if c.Workspace == "" {
 		wd, err := os.Getwd()
 		if err != nil {

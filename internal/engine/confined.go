@@ -115,7 +115,7 @@ func (e *Engine) runConfined(ctx context.Context, settings sandbox.Settings, c c
 		outW.Close()
 		return 0, fmt.Errorf("pipe: %w", err)
 	}
-	proc, err := launcher.Start(launcher.Spec{Argv: c.argv, Env: env, Dir: c.dir, Grace: e.cfg.KillGrace, Sandbox: spec},
+	proc, err := e.launchers.Start(launcher.Spec{Argv: c.argv, Env: env, Dir: c.dir, Grace: e.cfg.KillGrace, Sandbox: spec},
 		launcher.Options{Executable: e.cfg.Launcher, Stdout: outW, Stderr: errW})
 	outW.Close()
 	errW.Close()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/uvenv"
 	"github.com/pyexec/pyexec/internal/workspace"
@@ -32,6 +33,9 @@ type Engine struct {
 	runAs    runAsCache         // recent run-as choices (sandbox.go)
 	watch    *workspace.Watcher // the files runs change (package workspace)
 	live     sessionSet         // session interpreters (session_linux.go)
+	// launchers are started ahead of the runs that need one (package
+	// launcher: Pool); every launcher the engine starts comes from it.
+	launchers *launcher.Pool
 }
 
 // New checks cfg, fills its defaults and prepares the state directory.
@@ -66,6 +70,7 @@ func New(cfg Config) (*Engine, error) {
 	e.interps.writable = []string{cfg.Workspace, cfg.StateDir}
 	e.interps.cache = newInterpCache(cfg.StateDir)
 	e.interps.cwd, _ = os.Getwd()
+	e.launchers = launcher.NewPool(cfg.Launcher, cfg.Prestart)
 	e.warm = newWarmPool(e)
 	return e, nil
 }
@@ -77,6 +82,7 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Close() error {
 	e.live.killAll()
 	e.closeWarm()
+	e.launchers.Close()
 	e.interps.closeDiscovery()
 	e.watch.Close()
 	e.tmp.close()

@@ -69,7 +69,7 @@ func (e *Engine) startProcess(p *prepared, opts launcher.Options, warm bool) (ru
 		}
 	}
 	spec.Env = e.coldEnv(spec.Env) // pyrt.go
-	proc, err := launcher.Start(spec, opts)
+	proc, err := e.launchers.Start(spec, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -157,7 +157,7 @@ func (w *warmPool) spawn(key string, p *prepared, ro []string) (*zygote, error) 
 	var startedOnce sync.Once
 	// Its cwd is /: it runs as an identity of its own, which may not reach
 	// the workspace (each run changes into its own cwd).
-	proc, err := launcher.Start(launcher.Spec{Argv: argv, Env: envList, Dir: "/", Grace: e.cfg.KillGrace, Sandbox: zbox},
+	proc, err := e.launchers.Start(launcher.Spec{Argv: argv, Env: envList, Dir: "/", Grace: e.cfg.KillGrace, Sandbox: zbox},
 		launcher.Options{Executable: e.cfg.Launcher, Stdin: theirs, Stdout: logW, Stderr: logW,
 			OnStart: func(pid int) { z.pid.Store(int64(pid)) },
 			OnStarted: func(ev launcher.Event) {

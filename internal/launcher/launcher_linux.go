@@ -21,13 +21,38 @@ func MaybeRun() {
 	switch {
 	case len(os.Args) == 3 && os.Args[1] == UnmountCommand:
 		os.Exit(unmountOnExit(os.Args[2]))
+	case len(os.Args) == 2 && os.Args[1] == AheadCommand:
+		os.Exit(run(true))
 	case len(os.Args) < 2 || os.Args[1] != Command:
 		return
 	}
-	os.Exit(run())
+	os.Exit(run(false))
 }
 
-func run() int {
+// run is the launcher's life: one run, then exit. ahead says it was
+// started before its run existed (Pool): its spec and files come over the
+// control socket (ahead_linux.go) instead of the pipes and fds of its exec.
+func run(ahead bool) int {
+	// Termination requests (timeout, cancel, the server's death through
+	// Pdeathsig) must be seen from the very first instruction on.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+
+	subreaper := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	var (
+		spec    Spec
+		specErr error
+	)
+	if ahead {
+		// Waits for the one run this launcher is for; the files it brings
+		// are placed at fds 0-2, statusFD and extraFD+i, as an exec'd
+		// launcher has them.
+		var retired bool
+		spec, retired, specErr = awaitRun(sigs)
+		if retired {
+			return 0
+		}
+	}
 	// The side channels were inherited without close-on-exec; Python must not
 	// inherit them in turn.
 	unix.CloseOnExec(specFD)
@@ -46,17 +71,14 @@ func run() int {
 		return 127
 	}
 
-	// Termination requests (timeout, cancel, the server's death through
-	// Pdeathsig) must be seen from the very first instruction on.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
-
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fail(fmt.Errorf("become child subreaper: %w", err))
+	if subreaper != nil {
+		return fail(fmt.Errorf("become child subreaper: %w", subreaper))
 	}
-	spec, err := readSpec()
-	if err != nil {
-		return fail(err)
+	if !ahead {
+		spec, specErr = readSpec()
+	}
+	if specErr != nil {
+		return fail(specErr)
 	}
 	if len(spec.Argv) == 0 {
 		return fail(errors.New("launch spec has no argv"))

@@ -1,0 +1,330 @@
+package launcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pool keeps a few launchers started ahead of their runs, so that a cold run
+// does not wait for the exec of this (large) binary and its Go runtime's
+// start: a few milliseconds each, the largest piece of a cold run that is
+// pyexec's own.
+//
+// A launcher started ahead is exec'd exactly as Start execs one (same
+// binary, empty environment, own process group, Pdeathsig from a locked
+// thread), becomes a child subreaper and waits on a socketpair, whose other
+// end only the server holds, for one run: the run's standard streams,
+// status pipe and extra files (SCM_RIGHTS), then its Spec. From there it
+// is an ordinary launcher: the sandbox (cgroup, namespaces, Landlock,
+// seccomp) is prepared for that run's spec after the handoff, exactly as
+// before, so confinement does not depend on how the launcher was started.
+// Each one serves one run: the handoff closes the socket on both sides.
+// Nothing of a run can reach one waiting: it runs as the server, in the
+// server's namespaces and cgroup, and holds nothing a run could name (no
+// path, no inherited fd).
+//
+// Replacements are started after the run that used one is over, off the
+// request path. A Pool with nothing ready falls back to Start.
+type Pool struct {
+	exe  string
+	size int
+
+	mu       sync.Mutex
+	idle     []*ahead
+	starting int
+	closed   bool
+	spawns   sync.WaitGroup // replacements being started
+	retired  []*ahead       // started after Close began: exit on EOF
+
+	served, fresh atomic.Uint64
+}
+
+// ahead is one launcher waiting for its run.
+type ahead struct {
+	proc *Process // cmd and exited set; the rest at handoff
+	conn *net.UnixConn
+}
+
+// NewPool returns a pool that keeps size launchers of exe (default
+// /proc/self/exe) started ahead. None is started before the first Start:
+// an engine that never runs cold pays nothing. size <= 0 makes Start
+// always exec a new launcher.
+func NewPool(exe string, size int) *Pool {
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	return &Pool{exe: exe, size: size}
+}
+
+// PoolStats says how cold runs got their launcher.
+type PoolStats struct {
+	Size   int    `json:"size" jsonschema:"Launchers kept started ahead (--prestart)."`
+	Ready  int    `json:"ready" jsonschema:"Launchers waiting for a run now."`
+	Served uint64 `json:"served" jsonschema:"Runs handed to a launcher started ahead."`
+	Fresh  uint64 `json:"fresh" jsonschema:"Runs that found none ready and exec'd a launcher of their own."`
+}
+
+// Stats reports the pool's size and use so far.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	ready := len(p.idle)
+	p.mu.Unlock()
+	return PoolStats{Size: max(p.size, 0), Ready: ready, Served: p.served.Load(), Fresh: p.fresh.Load()}
+}
+
+// Start is launcher.Start, with a launcher started ahead when one is
+// ready (opts.Executable must be the pool's binary or empty). It never
+// waits for one.
+func (p *Pool) Start(spec Spec, opts Options) (*Process, error) {
+	if p == nil || p.size <= 0 || spec.ExtraFiles > aheadExtra || (opts.Executable != "" && opts.Executable != p.exe) {
+		return Start(spec, opts)
+	}
+	for {
+		a := p.take()
+		if a == nil {
+			break
+		}
+		proc, ok, err := a.hand(spec, opts)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.served.Add(1)
+			go func() {
+				<-proc.Done()
+				p.fill()
+			}()
+			return proc, nil
+		}
+		// It died while waiting (killed by someone, OOM): nothing of the
+		// run reached it; try the next.
+	}
+	p.fresh.Add(1)
+	if opts.Executable == "" {
+		opts.Executable = p.exe
+	}
+	proc, err := Start(spec, opts)
+	if err == nil {
+		go func() {
+			<-proc.Done()
+			p.fill()
+		}()
+	}
+	return proc, err
+}
+
+// take removes a waiting launcher from the pool, or returns nil.
+func (p *Pool) take() *ahead {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > 0 {
+		a := p.idle[0]
+		p.idle = p.idle[1:]
+		select {
+		case <-a.proc.exited:
+			a.conn.Close()
+			continue
+		default:
+		}
+		return a
+	}
+	return nil
+}
+
+// fill starts launchers in the background until size are ready or
+// starting.
+func (p *Pool) fill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && len(p.idle)+p.starting < p.size {
+		p.starting++
+		p.spawns.Add(1)
+		go func() {
+			defer p.spawns.Done()
+			a, err := p.spawn()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.starting--
+			if err != nil {
+				return // the next run execs its own; fill is retried after it
+			}
+			if p.closed {
+				a.conn.Close() // EOF: it exits
+				p.retired = append(p.retired, a)
+				return
+			}
+			p.idle = append(p.idle, a)
+		}()
+	}
+}
+
+// spawn execs one launcher that waits for its run.
+func (p *Pool) spawn() (*ahead, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("launcher control socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "launcher-control"), os.NewFile(uintptr(fds[1]), "launcher-control")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("launcher control socket: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+	// fd 3 the control socket; statusFD and the extra fds held by
+	// placeholders until the handoff (see AheadCommand).
+	extra := []*os.File{theirs}
+	for range 1 + aheadExtra {
+		extra = append(extra, devnull)
+	}
+	cmd := &exec.Cmd{
+		Path:        p.exe,
+		Args:        []string{p.exe, AheadCommand},
+		Env:         []string{},
+		Stdin:       devnull,
+		Stdout:      devnull,
+		Stderr:      devnull,
+		ExtraFiles:  extra,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
+	}
+	proc := &Process{cmd: cmd, exited: make(chan struct{}), done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// As in Start: Pdeathsig follows the forking thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(proc.exited)
+	}()
+	if err := <-started; err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("start launcher %s: %w", p.exe, err)
+	}
+	return &ahead{proc: proc, conn: conn}, nil
+}
+
+// hand gives the waiting launcher its run. ok is false when the launcher
+// turned out to be gone before it got anything (the caller tries another);
+// err is set when the run's own files could not be prepared.
+func (a *ahead) hand(spec Spec, opts Options) (proc *Process, ok bool, err error) {
+	// One run per launcher, whatever happens: the socket is closed on
+	// every path (after the spec is written, on success).
+	handed := false
+	defer func() {
+		if !handed {
+			a.conn.Close()
+		}
+	}()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		a.kill()
+		return nil, false, fmt.Errorf("launcher status pipe: %w", err)
+	}
+	defer statusW.Close()
+	var devnull *os.File
+	std := func(f *os.File) (*os.File, error) {
+		if f != nil {
+			return f, nil
+		}
+		if devnull == nil {
+			var err error
+			if devnull, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+				return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+			}
+		}
+		return devnull, nil
+	}
+	defer func() {
+		if devnull != nil {
+			devnull.Close()
+		}
+	}()
+	var files []*os.File
+	for _, f := range []*os.File{opts.Stdin, opts.Stdout, opts.Stderr} {
+		g, err := std(f)
+		if err != nil {
+			statusR.Close()
+			a.kill()
+			return nil, false, err
+		}
+		files = append(files, g)
+	}
+	files = append(append(files, statusW), opts.ExtraFiles...)
+	rights := make([]int, len(files))
+	for i, f := range files {
+		// Fd puts the file in blocking mode, as exec does for a child's
+		// files.
+		rights[i] = int(f.Fd())
+	}
+	body, err := json.Marshal(spec)
+	if err != nil {
+		statusR.Close()
+		a.kill()
+		return nil, false, fmt.Errorf("encode launch spec: %w", err)
+	}
+	if _, _, err := a.conn.WriteMsgUnix([]byte{0}, unix.UnixRights(rights...), nil); err != nil {
+		statusR.Close()
+		a.kill()
+		return nil, false, nil
+	}
+	runtime.KeepAlive(files)
+	proc = a.proc
+	proc.grace = spec.Grace
+	// From here on the launcher holds the run's files: it is this run's,
+	// whatever happens to the rest of the handoff (a launcher that cannot
+	// read its spec reports an error, or dies and Wait says so).
+	handed = true
+	go func() {
+		defer a.conn.Close()
+		_, _ = a.conn.Write(body)
+	}()
+	go proc.readStatus(statusR, opts.OnStart, opts.OnStarted)
+	return proc, true, nil
+}
+
+// kill ends a launcher that will not get a run.
+func (a *ahead) kill() {
+	_ = syscall.Kill(-a.proc.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// Close retires the waiting launchers (they exit on EOF) and waits until
+// they are gone. Launchers already handed a run are the runs' own.
+func (p *Pool) Close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	p.spawns.Wait()
+	idle = append(idle, p.retired...)
+	for _, a := range idle {
+		a.conn.Close()
+	}
+	for _, a := range idle {
+		<-a.proc.exited
+	}
+}
