@@ -60,12 +60,16 @@ func main() {
 	peer := flag.Bool("peer", true, "measure the peer row (a minimal Python MCP server; needs uv and the `mcp` package)")
 	libsOnly := flag.Bool("libs-only", false, "only the baselines and the pandas and matplotlib rows (for iterating)")
 	libs := flag.Bool("libs", true, "measure the pandas and matplotlib rows (run_python with dependencies: uv installs them from the package registry once)")
+	cold := flag.Bool("cold", false, "only the cold-path rows (a0, a, c, c2, e0, e1), each with and without launchers started ahead (--prestart), samples interleaved")
 	dir := flag.String("dir", "", "where the benchmark's workspace and state dirs are made (default: beside pyexec's default state dir, on the filesystem a server uses)")
 	flag.Parse()
 	var err error
-	if *libsOnly {
+	switch {
+	case *cold:
+		err = runCold(*n, *dir)
+	case *libsOnly:
 		err = runLibsOnly(*n, *nSlow, *dir)
-	} else {
+	default:
 		err = run(*n, *nSlow, *heavy, *quick, *peer, *libs, *dir)
 	}
 	if err != nil {

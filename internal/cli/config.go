@@ -30,6 +30,7 @@ type engineFlags struct {
 	sandbox        sandboxFlags
 	deps           depsFlags // envs.go
 	warm           int
+	prestart       int
 	preload        string
 	preloadAuto    bool
 	maxUpload      sizeFlag
@@ -54,6 +55,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.tmpLimit, "tmp-limit", "total size of all runs' temp dirs (TMPDIR), held in memory and counted against each run's memory limit, like 2GiB; -1 keeps them on the state dir's disk, uncapped (Linux, as root)")
 	fs.IntVar(&f.maxWorkers, "max-workers", 0, "most batch snippets run at once (default: the core count)")
 	fs.IntVar(&f.warm, "warm", 2, "runs kept pre-forked and ready per warm interpreter (a fork server per interpreter, started on demand); 0 disables warm interpreters")
+	fs.IntVar(&f.prestart, "prestart", engine.DefaultPrestart, "launchers kept started ahead for runs that start cold (--warm 0, a new environment, a fork server's own start): the exec of pyexec and its runtime's start leave the request path; each serves one run; 0 disables")
 	fs.StringVar(&f.preload, "preload", "", "comma-separated modules warm interpreters import before forking (e.g. numpy,pandas)")
 	fs.BoolVar(&f.preloadAuto, "preload-auto", true, "adaptive preload: a warm interpreter learns which costly modules (>= 20 ms to import) its runs import, and a replacement that has them imported takes over in the background (server_info shows what was learned)")
 	f.maxUpload = sizeFlag(executor.DefaultMaxUpload)
@@ -108,7 +110,18 @@ func (f *engineFlags) config() (engine.Config, error) {
 		TmpLimit:       int64(f.tmpLimit),
 		Deps:           f.deps.config(),
 		Warm:           f.warmConfig(),
+		Prestart:       f.prestartConfig(),
 	}, nil
+}
+
+// prestartConfig maps the flag (0: none) to engine.Config.Prestart
+// (0: the default, negative: none). `pyexec run`, which has no such flag,
+// starts none: its one run would not use one.
+func (f *engineFlags) prestartConfig() int {
+	if f.prestart <= 0 {
+		return -1
+	}
+	return f.prestart
 }
 
 func (f *engineFlags) warmConfig() engine.WarmConfig {

@@ -23,6 +23,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	warm, preload, auto := ef.warm, ef.preload, ef.preloadAuto
 	ef.warm = 0 // doctor runs nothing worth warming
+	ef.prestart = 0
 	ex, err := ef.executor()
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec doctor: %v\n", err)

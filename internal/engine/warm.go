@@ -84,6 +84,16 @@ func (e *Engine) closeWarm() {
 	}
 }
 
+// PrestartStats reports the launchers started ahead (Config.Prestart), or
+// nil when none are.
+func (e *Engine) PrestartStats() *launcher.PoolStats {
+	if e.cfg.Prestart <= 0 {
+		return nil
+	}
+	st := e.launchers.Stats()
+	return &st
+}
+
 // WarmStatsIfOn is WarmStats, or nil when warm interpreters are off.
 func (e *Engine) WarmStatsIfOn() *WarmStats {
 	if e.warm == nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/launcher"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -107,6 +108,7 @@ type Info struct {
 	Limits             Limits               `json:"limits" jsonschema:"Limits every run is held to."`
 	Sandbox            SandboxInfo          `json:"sandbox" jsonschema:"Confinement every run gets, and what this kernel can enforce."`
 	Warm               *engine.WarmStats    `json:"warm,omitempty" jsonschema:"How runs started so far: warm (forked from a ready interpreter) or cold, with why runs went cold. Absent when warm interpreters are off."`
+	Prestart           *launcher.PoolStats  `json:"prestart,omitempty" jsonschema:"Launchers started ahead for runs that start cold (--prestart): how many are kept, ready now, and how many runs got one or had to start their own. Absent when off."`
 }
 
 // SandboxInfo is the server's confinement configuration and the kernel's

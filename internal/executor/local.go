@@ -145,7 +145,8 @@ func (l *Local) Info(ctx context.Context) (Info, error) {
 			Limits:       cfg.Sandbox.Limits,
 			Capabilities: l.eng.Capabilities(),
 		},
-		Warm: l.eng.WarmStatsIfOn(),
+		Warm:     l.eng.WarmStatsIfOn(),
+		Prestart: l.eng.PrestartStats(),
 	}.withStory(), nil
 }
 
