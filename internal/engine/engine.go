@@ -71,6 +71,9 @@ func New(cfg Config) (*Engine, error) {
 	e.interps.cache = newInterpCache(cfg.StateDir)
 	e.interps.cwd, _ = os.Getwd()
 	e.launchers = launcher.NewPool(cfg.Launcher, cfg.Prestart)
+	if forcedPrestartWait && cfg.Prestart > 0 {
+		e.launchers.SetWait(true)
+	}
 	e.warm = newWarmPool(e)
 	return e, nil
 }

@@ -68,6 +68,9 @@ func (e *Engine) sandboxFor(req *Request, cwd, file, tmpDir string, interp Inter
 		}
 	}
 	notes := choice.Notes
+	if choice.IdmappedWorkspace {
+		e.launchers.Expect(choice.Cred) // made ahead by the next launchers
+	}
 	if choice.Cred != nil {
 		if home, ok := env.get("HOME"); ok && sandbox.CheckAccess(choice.Cred, home, sandbox.AccessRead|sandbox.AccessExec) != nil {
 			env.set("HOME", tmpDir)

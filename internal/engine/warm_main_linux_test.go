@@ -43,8 +43,10 @@ func runBothModes(m *testing.M) int {
 		fmt.Printf("warm pass: %d engines, %d runs warm, %d cold (%s)\n", len(engines), total.Warm, total.Cold, strings.Join(reasons, ", "))
 		return code
 	case "0":
+		forcedPrestartWait = true
 		return m.Run()
 	}
+	forcedPrestartWait = true
 	code := m.Run()
 	if code != 0 {
 		return code

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // AheadCommand is the argv[1] of a launcher started before its run exists
@@ -90,6 +92,28 @@ func awaitRun(sigs <-chan os.Signal) (spec Spec, retired bool, err error) {
 		unix.Close(h)
 	}
 	return r.spec, false, nil
+}
+
+// aheadArgs are the arguments after AheadCommand that tell a launcher
+// started ahead whom its run will likely execute as ("UID:GID"), so it can
+// make that user's idmapping ahead (sandbox.Ahead).
+func aheadArgs(cred *sandbox.Credential) []string {
+	if cred == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d:%d", cred.UID, cred.GID)}
+}
+
+// aheadCred parses aheadArgs; nil when there is none or it is malformed.
+func aheadCred(args []string) *sandbox.Credential {
+	if len(args) != 1 {
+		return nil
+	}
+	var c sandbox.Credential
+	if n, err := fmt.Sscanf(args[0], "%d:%d", &c.UID, &c.GID); err != nil || n != 2 {
+		return nil
+	}
+	return &c
 }
 
 var errRetired = errors.New("retired before a run came")

@@ -21,7 +21,7 @@ func MaybeRun() {
 	switch {
 	case len(os.Args) == 3 && os.Args[1] == UnmountCommand:
 		os.Exit(unmountOnExit(os.Args[2]))
-	case len(os.Args) == 2 && os.Args[1] == AheadCommand:
+	case len(os.Args) >= 2 && os.Args[1] == AheadCommand:
 		os.Exit(run(true))
 	case len(os.Args) < 2 || os.Args[1] != Command:
 		return
@@ -42,8 +42,12 @@ func run(ahead bool) int {
 	var (
 		spec    Spec
 		specErr error
+		early   *sandbox.Ahead
 	)
 	if ahead {
+		// What confinement can do before the run is known, while waiting.
+		early = sandbox.StartAhead(aheadCred(os.Args[2:]))
+		defer early.Close()
 		// Waits for the one run this launcher is for; the files it brings
 		// are placed at fds 0-2, statusFD and extraFD+i, as an exec'd
 		// launcher has them.
@@ -89,7 +93,7 @@ func run(ahead bool) int {
 		unix.CloseOnExec(extraFD + i)
 		files = append(files, os.NewFile(uintptr(extraFD+i), fmt.Sprintf("extra-%d", i)))
 	}
-	pid, box, err := start(spec, files)
+	pid, box, err := start(spec, files, early)
 	if err != nil {
 		return fail(err)
 	}
@@ -134,8 +138,9 @@ func run(ahead bool) int {
 // start starts Python with files as its fds 0, 1, 2, 3..., confined when
 // the spec carries a sandbox. The sandbox's rlimits are set on this process
 // (Python inherits them), so nothing else may be started after it.
-func start(spec Spec, files []*os.File) (int, *sandbox.Run, error) {
+func start(spec Spec, files []*os.File, early *sandbox.Ahead) (int, *sandbox.Run, error) {
 	if spec.Sandbox == nil {
+		early.Close() // reaps its fork before Python's processes exist
 		proc, err := os.StartProcess(spec.Argv[0], spec.Argv, &os.ProcAttr{
 			Dir:   spec.Dir,
 			Env:   spec.Env,
@@ -146,7 +151,7 @@ func start(spec Spec, files []*os.File) (int, *sandbox.Run, error) {
 		}
 		return proc.Pid, nil, nil
 	}
-	box, err := sandbox.Prepare(*spec.Sandbox)
+	box, err := sandbox.PrepareAhead(*spec.Sandbox, early)
 	if err != nil {
 		return 0, nil, err
 	}

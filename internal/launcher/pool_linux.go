@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Pool keeps a few launchers started ahead of their runs, so that a cold run
@@ -39,6 +41,8 @@ type Pool struct {
 	size int
 
 	mu       sync.Mutex
+	changed  *sync.Cond // idle or starting changed (SetWait)
+	wait     bool
 	idle     []*ahead
 	starting int
 	closed   bool
@@ -46,6 +50,22 @@ type Pool struct {
 	retired  []*ahead       // started after Close began: exit on EOF
 
 	served, fresh atomic.Uint64
+	// expect is whom the next runs likely execute as (Expect).
+	expect atomic.Pointer[sandbox.Credential]
+}
+
+// Expect tells the pool that runs execute as cred with an idmapped
+// workspace: launchers started from now on make that idmapping while they
+// wait (sandbox.Ahead). A run as someone else still gets its own.
+func (p *Pool) Expect(cred *sandbox.Credential) {
+	if p == nil || cred == nil {
+		return
+	}
+	if old := p.expect.Load(); old != nil && *old == *cred {
+		return
+	}
+	c := *cred
+	p.expect.Store(&c)
 }
 
 // ahead is one launcher waiting for its run.
@@ -62,7 +82,19 @@ func NewPool(exe string, size int) *Pool {
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
-	return &Pool{exe: exe, size: size}
+	p := &Pool{exe: exe, size: size}
+	p.changed = sync.NewCond(&p.mu)
+	return p
+}
+
+// SetWait makes Start wait for a launcher being started rather than exec
+// one of its own, and starts the pool's launchers now. Tests use it so
+// that every run goes through a launcher started ahead.
+func (p *Pool) SetWait(wait bool) {
+	p.mu.Lock()
+	p.wait = wait
+	p.mu.Unlock()
+	p.fill()
 }
 
 // PoolStats says how cold runs got their launcher.
@@ -126,18 +158,27 @@ func (p *Pool) Start(spec Spec, opts Options) (*Process, error) {
 func (p *Pool) take() *ahead {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.idle) > 0 {
-		a := p.idle[0]
-		p.idle = p.idle[1:]
-		select {
-		case <-a.proc.exited:
-			a.conn.Close()
-			continue
-		default:
+	for {
+		for len(p.idle) > 0 {
+			a := p.idle[0]
+			p.idle = p.idle[1:]
+			select {
+			case <-a.proc.exited:
+				a.conn.Close()
+				continue
+			default:
+			}
+			return a
 		}
-		return a
+		if !p.wait || p.closed {
+			return nil
+		}
+		p.fillLocked()
+		if p.starting == 0 {
+			return nil // every start failed
+		}
+		p.changed.Wait()
 	}
-	return nil
 }
 
 // fill starts launchers in the background until size are ready or
@@ -145,6 +186,10 @@ func (p *Pool) take() *ahead {
 func (p *Pool) fill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.fillLocked()
+}
+
+func (p *Pool) fillLocked() {
 	for !p.closed && len(p.idle)+p.starting < p.size {
 		p.starting++
 		p.spawns.Add(1)
@@ -153,6 +198,7 @@ func (p *Pool) fill() {
 			a, err := p.spawn()
 			p.mu.Lock()
 			defer p.mu.Unlock()
+			defer p.changed.Broadcast()
 			p.starting--
 			if err != nil {
 				return // the next run execs its own; fill is retried after it
@@ -195,7 +241,7 @@ func (p *Pool) spawn() (*ahead, error) {
 	}
 	cmd := &exec.Cmd{
 		Path:        p.exe,
-		Args:        []string{p.exe, AheadCommand},
+		Args:        append([]string{p.exe, AheadCommand}, aheadArgs(p.expect.Load())...),
 		Env:         []string{},
 		Stdin:       devnull,
 		Stdout:      devnull,
@@ -318,6 +364,7 @@ func (p *Pool) Close() {
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
+	p.changed.Broadcast()
 	p.mu.Unlock()
 	p.spawns.Wait()
 	idle = append(idle, p.retired...)

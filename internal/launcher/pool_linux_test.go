@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // TestMain lets this test binary act as the launcher, as pyexec does.
@@ -218,5 +221,33 @@ func TestPoolTooManyExtraFiles(t *testing.T) {
 	}
 	if st := p.Stats(); st.Served != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Expect reaches the launchers started afterwards (they make that user's
+// idmapping while they wait), and such a launcher still retires cleanly.
+func TestPoolExpect(t *testing.T) {
+	p := NewPool("", 1)
+	cred := &sandbox.Credential{UID: 65534, GID: 65534}
+	p.Expect(cred)
+	settle(p)
+	pids := readyPIDs(p)
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0]))
+	if got := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); len(got) != 3 || got[1] != AheadCommand || *aheadCred(got[2:]) != *cred {
+		t.Fatalf("launcher started ahead with %q", got)
+	}
+	if got := runSh(t, p, "echo ok", ""); got.stdout != "ok\n" || p.Stats().Served != 1 {
+		t.Fatalf("%+v %+v", got, p.Stats())
+	}
+	settle(p)
+	pids = readyPIDs(p)
+	p.Close()
+	if !gone(pids[0]) {
+		t.Fatalf("launcher %d still there after Close", pids[0])
+	}
+	for _, bad := range [][]string{nil, {"x"}, {"1"}, {"1:2", "3"}} {
+		if aheadCred(bad) != nil {
+			t.Errorf("aheadCred(%q) != nil", bad)
+		}
 	}
 }

@@ -2,7 +2,11 @@
 
 package launcher
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
 
 // Pool off Linux starts every run itself: there is no launcher to start
 // ahead (see MaybeRun).
@@ -30,6 +34,12 @@ func (p *Pool) Start(spec Spec, opts Options) (*Process, error) {
 	p.fresh.Add(1)
 	return Start(spec, opts)
 }
+
+// SetWait does nothing off Linux.
+func (p *Pool) SetWait(wait bool) {}
+
+// Expect does nothing off Linux.
+func (p *Pool) Expect(cred *sandbox.Credential) {}
 
 // Close does nothing.
 func (p *Pool) Close() {}

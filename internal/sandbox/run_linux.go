@@ -56,7 +56,9 @@ type Run struct {
 // fails closed (returning an error naming what is missing) unless
 // spec.BestEffort, in which case what is skipped is recorded in the Report.
 // Call Finish (or Close when Start was never called) to clean up.
-func Prepare(spec Spec) (*Run, error) {
+func Prepare(spec Spec) (*Run, error) { return prepare(spec, nil) }
+
+func prepare(spec Spec, ahead *Ahead) (*Run, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -100,12 +102,15 @@ func Prepare(spec Spec) (*Run, error) {
 	if confine && r.spec.RunAs != nil && root && needsIdmap(r.spec.RunAs, r.spec.Workspace) {
 		// The idmapping's user namespace takes a short-lived process
 		// (~1 ms): made while the cgroup and Landlock plan are prepared,
-		// collected by Start.
-		r.idmapCh = make(chan idmapResult, 1)
-		go func(cred *Credential) {
-			fd, err := usernsFD(cred)
-			r.idmapCh <- idmapResult{fd, err}
-		}(r.spec.RunAs)
+		// collected by Start. A launcher started ahead may have made it
+		// already (ahead_linux.go).
+		if r.idmapCh = ahead.idmapFor(r.spec.RunAs); r.idmapCh == nil {
+			r.idmapCh = make(chan idmapResult, 1)
+			go func(cred *Credential) {
+				fd, err := usernsFD(cred)
+				r.idmapCh <- idmapResult{fd, err}
+			}(r.spec.RunAs)
+		}
 	}
 	if confine && r.spec.RunAs != nil && root {
 		plan, err := planReach(r.spec.RunAs, r.spec.readOnlyPaths(), r.writable())
