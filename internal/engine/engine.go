@@ -38,6 +38,11 @@ type Engine struct {
 	launchers *launcher.Pool
 }
 
+// forcedPrestartWait, when set (by tests), makes every launcher an engine
+// starts come from its pool of launchers started ahead, waiting for one
+// when none is ready: the cold pass runs every test through them.
+var forcedPrestartWait bool
+
 // New checks cfg, fills its defaults and prepares the state directory.
 func New(cfg Config) (*Engine, error) {
 	if err := cfg.setDefaults(); err != nil {
@@ -101,6 +106,7 @@ func (e *Engine) TmpLimit() (bytes int64, note string) { return e.tmpQuota.limit
 // dirs and cgroups), so that what is left on disk is what a run left.
 func (e *Engine) settle() {
 	e.tmp.pending.Wait()
+	e.launchers.Wait()
 	if e.warm != nil {
 		e.warm.cleanups.Wait()
 	}

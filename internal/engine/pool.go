@@ -108,11 +108,6 @@ type warmPool struct {
 	auto map[string]*adaptive // adaptive preload, per key (adaptive.go; mu)
 }
 
-// forcedPrestartWait, when set (by tests), makes every launcher an engine
-// starts come from its pool of launchers started ahead, waiting for one
-// when none is ready: the cold pass runs every test through them.
-var forcedPrestartWait bool
-
 // forcedWarm, when set (by tests), is the warm configuration of every engine
 // whose Config leaves Warm zero; engines made that way are tracked so the
 // test binary can close them.

@@ -126,12 +126,20 @@ func run(ahead bool) int {
 		ev.MaxRSSBytes = ru.Maxrss * 1024
 	}
 	if box != nil {
-		// Reads the cgroup's evidence (OOM kills, pids.max hits), sweeps
-		// and removes it.
-		rep := box.Finish(syscall.WaitStatus(ws), ev.UserSeconds+ev.SystemSeconds)
+		// Kills whatever is left in the run's cgroup and reads its
+		// evidence (OOM kills, pids.max hits).
+		rep := box.Conclude(syscall.WaitStatus(ws), ev.UserSeconds+ev.SystemSeconds)
 		ev.Sandbox = &rep
 	}
 	report(ev)
+	// The run is over and reported: the server returns its result on
+	// EOF, while the cgroup is removed here (rmdir can take milliseconds
+	// of EBUSY retries) and the launcher exits. What cannot be removed
+	// now, the server sweeps when this process is gone (Pool).
+	status.Close()
+	if box != nil {
+		_ = box.Close()
+	}
 	return 0
 }
 

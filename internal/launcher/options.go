@@ -18,4 +18,8 @@ type Options struct {
 	// ExtraFiles are inherited by Python as fd 3, 4, ... (Spec.ExtraFiles
 	// must say how many).
 	ExtraFiles []*os.File
+
+	// afterDone is called once the run is over and its outcome known,
+	// right before Done is closed (Pool: to follow the launcher's exit).
+	afterDone func(*Process)
 }

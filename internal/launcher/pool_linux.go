@@ -50,6 +50,9 @@ type Pool struct {
 	retired  []*ahead       // started after Close began: exit on EOF
 
 	served, fresh atomic.Uint64
+	// finishing counts launchers whose run is over and that have not
+	// exited yet (Wait).
+	finishing sync.WaitGroup
 	// expect is whom the next runs likely execute as (Expect).
 	expect atomic.Pointer[sandbox.Credential]
 }
@@ -117,7 +120,8 @@ func (p *Pool) Stats() PoolStats {
 // ready (opts.Executable must be the pool's binary or empty). It never
 // waits for one.
 func (p *Pool) Start(spec Spec, opts Options) (*Process, error) {
-	if p == nil || p.size <= 0 || spec.ExtraFiles > aheadExtra || (opts.Executable != "" && opts.Executable != p.exe) {
+	opts.afterDone = p.afterDone(spec)
+	if p.size <= 0 || spec.ExtraFiles > aheadExtra || (opts.Executable != "" && opts.Executable != p.exe) {
 		return Start(spec, opts)
 	}
 	for {
@@ -131,10 +135,7 @@ func (p *Pool) Start(spec Spec, opts Options) (*Process, error) {
 		}
 		if ok {
 			p.served.Add(1)
-			go func() {
-				<-proc.Done()
-				p.fill()
-			}()
+			p.refillAfter(proc)
 			return proc, nil
 		}
 		// It died while waiting (killed by someone, OOM): nothing of the
@@ -146,13 +147,40 @@ func (p *Pool) Start(spec Spec, opts Options) (*Process, error) {
 	}
 	proc, err := Start(spec, opts)
 	if err == nil {
-		go func() {
-			<-proc.Done()
-			p.fill()
-		}()
+		p.refillAfter(proc)
 	}
 	return proc, err
 }
+
+// refillAfter starts a replacement once proc's run is over: off the run's
+// path.
+func (p *Pool) refillAfter(proc *Process) {
+	go func() {
+		<-proc.Done()
+		p.fill()
+	}()
+}
+
+// afterDone follows a launcher whose run is over (its result on its way)
+// to its exit, then sweeps the run's cgroup if the launcher could not
+// remove it or died before it could. Wait waits for these.
+func (p *Pool) afterDone(spec Spec) func(*Process) {
+	return func(proc *Process) {
+		p.finishing.Add(1)
+		go func() {
+			defer p.finishing.Done()
+			<-proc.exited
+			if spec.Sandbox != nil {
+				_ = sandbox.Cleanup(spec.Sandbox.RunID)
+			}
+		}()
+	}
+}
+
+// Wait blocks until every launcher whose run is over has exited and the
+// run's cgroup is gone (launchers still serving a run, like a fork
+// server's, are not waited for).
+func (p *Pool) Wait() { p.finishing.Wait() }
 
 // take removes a waiting launcher from the pool, or returns nil.
 func (p *Pool) take() *ahead {
@@ -345,6 +373,7 @@ func (a *ahead) hand(spec Spec, opts Options) (proc *Process, ok bool, err error
 		defer a.conn.Close()
 		_, _ = a.conn.Write(body)
 	}()
+	proc.afterDone = opts.afterDone
 	go proc.readStatus(statusR, opts.OnStart, opts.OnStarted)
 	return proc, true, nil
 }

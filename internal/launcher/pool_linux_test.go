@@ -117,6 +117,7 @@ func TestPoolRunsLikeStart(t *testing.T) {
 	if st := p.Stats(); st.Served != 1 {
 		t.Fatalf("stats %+v, want one served", st)
 	}
+	p.Wait()
 	if !gone(got.launcherPID) {
 		t.Fatalf("launcher %d still there after its run", got.launcherPID)
 	}

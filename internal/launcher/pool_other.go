@@ -41,5 +41,8 @@ func (p *Pool) SetWait(wait bool) {}
 // Expect does nothing off Linux.
 func (p *Pool) Expect(cred *sandbox.Credential) {}
 
+// Wait does nothing off Linux: Process.Wait returns when all is gone.
+func (p *Pool) Wait() {}
+
 // Close does nothing.
 func (p *Pool) Close() {}

@@ -23,7 +23,8 @@ type Process struct {
 	final    Event
 	gotFinal bool
 
-	termOnce sync.Once
+	termOnce  sync.Once
+	afterDone func(*Process)
 }
 
 // Start re-executes the launcher with spec. The caller owns the files in opts
@@ -96,6 +97,7 @@ func Start(spec Spec, opts Options) (*Process, error) {
 		defer specW.Close()
 		_ = json.NewEncoder(specW).Encode(spec)
 	}()
+	p.afterDone = opts.afterDone
 	go p.readStatus(statusR, opts.OnStart, opts.OnStarted)
 	return p, nil
 }
@@ -103,6 +105,11 @@ func Start(spec Spec, opts Options) (*Process, error) {
 // readStatus consumes the launcher's events until it exits.
 func (p *Process) readStatus(statusR *os.File, onStart func(int), onStarted func(Event)) {
 	defer close(p.done)
+	defer func() {
+		if p.afterDone != nil {
+			p.afterDone(p)
+		}
+	}()
 	defer statusR.Close()
 	sc := bufio.NewScanner(statusR)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -122,7 +129,10 @@ func (p *Process) readStatus(statusR *os.File, onStart func(int), onStarted func
 		}
 		p.final, p.gotFinal = ev, true
 	}
-	<-p.exited
+	if !p.gotFinal {
+		// Only the launcher's own wait status can tell what happened.
+		<-p.exited
+	}
 }
 
 // Terminate asks the launcher to end the run: SIGTERM to the whole tree, then
@@ -141,7 +151,9 @@ func (p *Process) Terminate() {
 	})
 }
 
-// Done is closed when the run's tree is gone and its status is known.
+// Done is closed when the run's tree is gone and its status is known. The
+// launcher itself may still be removing the run's cgroup and exiting
+// (Pool.Wait waits for that).
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait blocks until the run is over and returns the launcher's final event.

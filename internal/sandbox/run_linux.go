@@ -492,6 +492,20 @@ func (r *Run) Signal(sig syscall.Signal) {
 // unknown). It reads the cgroup's evidence, kills whatever is left in the
 // cgroup, removes it, and says which limit (if any) was exceeded.
 func (r *Run) Finish(ws syscall.WaitStatus, cpuSeconds float64) Report {
+	rep := r.Conclude(ws, cpuSeconds)
+	if err := r.Close(); err != nil {
+		rep.CleanupError = err.Error()
+	}
+	return rep
+}
+
+// Conclude is Finish without the removal of the cgroup: every process of
+// the run is killed and the evidence read, so the result can be reported
+// at once; Close then removes the cgroup, off the result's path (the
+// launcher reports first). Nothing of the run is left running after
+// Conclude; what Close may fail to remove is an empty directory, which
+// Cleanup removes later.
+func (r *Run) Conclude(ws syscall.WaitStatus, cpuSeconds float64) Report {
 	rep := r.Started()
 	var st cgroupStats
 	if r.cg != nil {
@@ -501,9 +515,6 @@ func (r *Run) Finish(ws syscall.WaitStatus, cpuSeconds float64) Report {
 		rep.PeakProcs = st.PeakPids
 	}
 	rep.LimitExceeded = classify(ws, cpuSeconds, st, r.spec.Limits)
-	if err := r.Close(); err != nil {
-		rep.CleanupError = err.Error()
-	}
 	return rep
 }
 
