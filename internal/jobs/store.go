@@ -52,6 +52,22 @@ var migrations = []string{
 	CREATE INDEX jobs_status ON jobs(status, created_at DESC);`,
 	// The Manager (process) running a job: see owner.go.
 	`ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
+	// Live Python sessions (sessions.go): the restart record. Names are
+	// per owner (each process sharing the state dir has its own).
+	`CREATE TABLE sessions (
+		owner           TEXT NOT NULL,
+		name            TEXT NOT NULL,
+		label           TEXT NOT NULL DEFAULT '',
+		settings        TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		lost_reason     TEXT NOT NULL DEFAULT '',
+		lost_detail     TEXT NOT NULL DEFAULT '',
+		execution_count INTEGER NOT NULL DEFAULT 0,
+		created_at      INTEGER NOT NULL,
+		last_used_at    INTEGER NOT NULL,
+		peak_memory     INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (owner, name)
+	);`,
 }
 
 func dsn(path string, readOnly bool) string {
