@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -14,9 +15,11 @@ import (
 
 var sqlErrNoRows = sql.ErrNoRows
 
-// routedHeader marks a request one replica forwarded to another, so a
+// RoutedHeader marks a request one replica forwarded to another, so a
 // stale view can never bounce a request between replicas.
-const routedHeader = "X-Pyexec-Routed-By"
+const RoutedHeader = "X-Pyexec-Routed-By"
+
+const routedHeader = RoutedHeader
 
 // Router sends requests that belong to one node to that node. What
 // belongs to a node is named by an id minted with NewID: the node's id,
@@ -43,6 +46,12 @@ func NewRouter(m *Membership, logger *slog.Logger) *Router {
 
 // NodeID is the local node's id.
 func (r *Router) NodeID() string { return r.m.NodeID() }
+
+// Addr returns the base URL of a live node; ok is false when the node is
+// unknown or silent past the bound.
+func (r *Router) Addr(ctx context.Context, nodeID string) (addr string, ok bool, err error) {
+	return r.m.Addr(ctx, nodeID)
+}
 
 // NewID mints an id owned by this node.
 func (r *Router) NewID() string {

@@ -300,3 +300,30 @@ func (m *Manager) recordInfo(r Record) Info {
 	}
 	return in
 }
+
+// Owner names the replica holding the session when that is not this
+// process: "" when this process holds it, or the store records no open
+// session of that name elsewhere (the call is then served here: created,
+// reported lost, or not found).
+func (m *Manager) Owner(ctx context.Context, name string) (string, error) {
+	if m.cfg.Store == nil || checkName(name) != nil || m.Held(name) {
+		return "", nil
+	}
+	rec, ok, err := m.cfg.Store.Get(ctx, name)
+	if err != nil {
+		return "", fmt.Errorf("session %q: reading the job store: %w", name, err)
+	}
+	if ok && rec.Open() && rec.Owner != m.cfg.Owner {
+		return rec.Owner, nil
+	}
+	return "", nil
+}
+
+// MarkNodeLost records the open sessions of a replica that went silent as
+// lost (node_lost); the next call on each gets that error once.
+func (m *Manager) MarkNodeLost(ctx context.Context, nodes []string) (int, error) {
+	if m.cfg.Store == nil {
+		return 0, nil
+	}
+	return m.cfg.Store.MarkLost(ctx, nodes, ReasonNodeLost, DetailNodeLost)
+}
