@@ -187,6 +187,8 @@ func (rs *routedSessions) SessionInterrupt(ctx context.Context, name string) (se
 // written on the owner's workspace.
 func (rs *routedSessions) SessionExport(ctx context.Context, name, path string) (executor.SessionExportResult, error) {
 	return routed(ctx, rs, name,
-		func(sx executor.SessionExecutor) (executor.SessionExportResult, error) { return sx.SessionExport(ctx, name, path) },
+		func(sx executor.SessionExecutor) (executor.SessionExportResult, error) {
+			return sx.SessionExport(ctx, name, path)
+		},
 		func(c *Client) (executor.SessionExportResult, error) { return c.SessionExport(ctx, name, path) })
 }
