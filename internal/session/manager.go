@@ -81,6 +81,7 @@ type Manager struct {
 	releases   map[string]struct{}
 	kick       chan struct{}
 	stopWriter chan struct{}
+	stopOnce   sync.Once
 	writerDone chan struct{}
 }
 

@@ -261,8 +261,12 @@ func (m *Manager) stopWriting() {
 	if m.cfg.Store == nil {
 		return
 	}
-	close(m.stopWriter)
+	first := false
+	m.stopOnce.Do(func() { first = true; close(m.stopWriter) })
 	<-m.writerDone
+	if !first {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := m.cfg.Store.MarkLost(ctx, []string{m.cfg.Owner}, reasonRestarted, detailRestarted); err != nil {
