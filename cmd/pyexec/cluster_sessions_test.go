@@ -121,12 +121,20 @@ func TestReplicaSetSessions(t *testing.T) {
 		}
 		o := rs.sessionOwner(t, "ns")
 		for i, nd := range rs.nodes {
-			var l struct {
-				Sessions []cellView `json:"sessions"`
-			}
-			sessionCall(t, ctx, "GET", nd.url+"/v1/sessions", nil, &l)
-			if len(l.Sessions) != 1 || l.Sessions[0].Node != rs.nodes[o].id || l.Sessions[0].ExecutionCount == 0 {
-				t.Fatalf("replica %d lists %+v; want ns held by replica %d", i, l.Sessions, o)
+			// The store is written behind the cells (coalesced): wait for it.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var l struct {
+					Sessions []cellView `json:"sessions"`
+				}
+				sessionCall(t, ctx, "GET", nd.url+"/v1/sessions", nil, &l)
+				if len(l.Sessions) == 1 && l.Sessions[0].Node == rs.nodes[o].id && l.Sessions[0].ExecutionCount == 4 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("replica %d lists %+v; want ns held by replica %d after 4 cells", i, l.Sessions, o)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 	})
@@ -213,7 +221,6 @@ func TestReplicaSetSessions(t *testing.T) {
 	})
 
 	t.Run("creating one name on two replicas at once: one wins", func(t *testing.T) {
-		type res struct{ st int }
 		out := make(chan int, 2)
 		for i := range 2 {
 			go func() {

@@ -190,6 +190,12 @@ func (m *Manager) releaseLater(s *session) {
 	}
 }
 
+// saveCoalesce is the least time between two flushes: a session running
+// cells back to back costs at most 1/saveCoalesce writes a second, however
+// short its cells, and a reader on another replica sees its state within
+// about this long.
+const saveCoalesce = 100 * time.Millisecond
+
 // writer saves the queued records until the manager shuts down.
 func (m *Manager) writer() {
 	defer close(m.writerDone)
@@ -201,6 +207,12 @@ func (m *Manager) writer() {
 			return
 		}
 		m.flush()
+		select {
+		case <-time.After(saveCoalesce):
+		case <-m.stopWriter:
+			m.flush()
+			return
+		}
 	}
 }
 
