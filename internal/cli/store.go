@@ -33,7 +33,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.store, "store", "", "job store: sqlite (default, in the state dir) or a postgres://USER@HOST/DB URL shared by replicas; prefer PYEXEC_STORE or --store-file for a URL with a password (the command line is visible to other users)")
 	fs.StringVar(&f.storeFile, "store-file", "", "file holding the job store URL (e.g. a mounted secret); PGPASSWORD and PGPASSFILE work too")
 	fs.StringVar(&f.advertise, "advertise", "", "with a postgres store: URL other replicas reach this one at, http://HOST:PORT (default: the --listen address, or this host's name when listening on all interfaces)")
-	fs.Float64Var(&f.nodeLost, "node-lost-after", jobs.DefaultNodeLostAfter.Seconds(), "with a postgres store: seconds a replica may stay silent before its running jobs fail as node_lost and its MCP sessions are gone")
+	fs.Float64Var(&f.nodeLost, "node-lost-after", jobs.DefaultNodeLostAfter.Seconds(), "with a postgres store: seconds a replica may stay silent before its running jobs fail as node_lost, its live Python sessions are lost (node_lost) and its MCP sessions are gone")
 }
 
 // url returns the store URL ("" for SQLite).

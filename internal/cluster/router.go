@@ -23,9 +23,10 @@ const routedHeader = RoutedHeader
 
 // Router sends requests that belong to one node to that node. What
 // belongs to a node is named by an id minted with NewID: the node's id,
-// a dot, then random hex. MCP session ids are minted so today; live
-// Python sessions, when they exist, mint theirs the same way and route
-// through Forward, so any replica can take any request.
+// a dot, then random hex; MCP session ids are minted so and routed
+// through Forward. Live Python sessions have names users choose, so their
+// owner is recorded in the job store instead, and httpapi forwards their
+// calls to Addr of that owner; either way any replica takes any request.
 type Router struct {
 	m   *Membership
 	log *slog.Logger
