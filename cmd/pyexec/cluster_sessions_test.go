@@ -166,6 +166,24 @@ func TestReplicaSetSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("REST: a long cell through a non-owner continues as a job any replica follows", func(t *testing.T) {
+		o := rs.sessionOwner(t, "ns")
+		var c struct {
+			cellView
+			JobID string `json:"job_id"`
+		}
+		code := "import time\nprint('start', flush=True)\ntime.sleep(1.5)\nprint('end')\nx"
+		if st, _ := sessionCall(t, ctx, "POST", rs.nodes[(o+1)%3].url+"/v1/sessions/ns/run", map[string]any{"code": code, "sync_budget": 0.3}, &c); st != 200 || c.JobID == "" || c.Status != "busy" {
+			t.Fatalf("long cell: %d %+v", st, c)
+		}
+		j := rs.waitFinal(t, rs.nodes[(o+2)%3].url, c.JobID)
+		var ch chunkView
+		call(t, "GET", fmt.Sprintf("%s/v1/jobs/%s/output?stdout_offset=0", rs.nodes[(o+2)%3].url, c.JobID), nil, &ch)
+		if j.Status != "completed" || !strings.Contains(ch.Stdout, "start\nend\n") || !strings.Contains(ch.Stdout, "Out[") {
+			t.Fatalf("the cell's job read from a third replica: %+v, output %q", j, ch.Stdout)
+		}
+	})
+
 	t.Run("MCP stateless: cells, interrupt and cancellation from non-owners", func(t *testing.T) {
 		clients := []*mcp.ClientSession{statelessMCP(t, rs.nodes[0].url), statelessMCP(t, rs.nodes[1].url), statelessMCP(t, rs.nodes[2].url)}
 		if out := mustCall(t, clients[0], "run_python", map[string]any{"session": "m", "code": "y = 10"}); out["session_created"] != true {
@@ -251,8 +269,10 @@ func TestReplicaSetSessions(t *testing.T) {
 					t.Fatalf("lost error: %+v", c.Error)
 				}
 				lost = time.Since(killed)
-			default:
+			case st == 503 && c.Error != nil && strings.Contains(c.Error.Message, "did not answer"):
 				time.Sleep(100 * time.Millisecond) // the owner is not yet past the bound
+			default:
+				t.Fatalf("a call while the owner is dead but not yet past the bound: %d %+v", st, c.Error)
 			}
 		}
 		if lost == 0 {

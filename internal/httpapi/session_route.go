@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pyexec/pyexec/internal/cluster"
+	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/executor"
 	"github.com/pyexec/pyexec/internal/session"
 )
@@ -109,7 +110,8 @@ func routed[T any](ctx context.Context, rs *routedSessions, name string, here fu
 		return zero, err
 	}
 	if c != nil {
-		return there(c)
+		v, err := there(c)
+		return v, rs.peerError(ctx, name, c, err)
 	}
 	v, err := here(rs.SessionExecutor)
 	var ee *session.ElsewhereError
@@ -123,7 +125,30 @@ func routed[T any](ctx context.Context, rs *routedSessions, name string, here fu
 	if c == nil {
 		return here(rs.SessionExecutor)
 	}
-	return there(c)
+	v, err = there(c)
+	return v, rs.peerError(ctx, name, c, err)
+}
+
+// peerError is the holder's refusal as this replica would give it (its
+// status and words), or, when the holder did not answer, an unavailable
+// error saying so: the session is neither lost nor replaced until the
+// holder is past the silence bound.
+func (rs *routedSessions) peerError(ctx context.Context, name string, c *Client, err error) error {
+	var re *RemoteError
+	var se *session.Error
+	var rq *engine.RequestError
+	switch {
+	case err == nil || ctx.Err() != nil || errors.As(err, &se) || errors.As(err, &rq):
+		return err
+	case errors.As(err, &re):
+		status := http.StatusBadGateway
+		if st, ok := codeStatus[re.Detail.Code]; ok {
+			status = st
+		}
+		return &apiError{Status: status, Detail: re.Detail}
+	}
+	return newAPIError(http.StatusServiceUnavailable, CodeUnavailable,
+		"session %q is held by the replica at %s, which did not answer (%v); if that replica died, its sessions are reported lost (node_lost) once it has been silent past --node-lost-after: retry then", name, c.URL(), err)
 }
 
 // SessionCreate implements executor.SessionExecutor.
@@ -191,4 +216,14 @@ func (rs *routedSessions) SessionExport(ctx context.Context, name, path string) 
 			return sx.SessionExport(ctx, name, path)
 		},
 		func(c *Client) (executor.SessionExportResult, error) { return c.SessionExport(ctx, name, path) })
+}
+
+// codeStatus is the HTTP status of each error code, to pass a holder's
+// refusal on as it was given.
+var codeStatus = map[string]int{
+	CodeInvalidRequest: http.StatusBadRequest, CodeUnauthorized: http.StatusUnauthorized, CodeForbidden: http.StatusForbidden,
+	CodeNotFound: http.StatusNotFound, CodeMethodNotAllowed: http.StatusMethodNotAllowed, CodeConflict: http.StatusConflict,
+	CodePayloadTooLarge: http.StatusRequestEntityTooLarge, CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
+	CodeBusy: http.StatusTooManyRequests, CodeInternal: http.StatusInternalServerError, CodeUnavailable: http.StatusServiceUnavailable,
+	CodeStorageFull: http.StatusInsufficientStorage,
 }
