@@ -293,7 +293,7 @@ func (m *Manager) Reset(ctx context.Context, name string) (Info, error) {
 	m.mu.Unlock()
 	old.Kill("reset")
 	<-old.Done()
-	s2 := &session{name: s.name, label: s.label, settings: s.settings, idle: s.idle, created: time.Now(), status: statusStarting}
+	s2 := &session{name: s.name, label: s.label, settings: s.settings, idle: s.idle, created: time.Now(), status: statusStarting, claimed: s.claimed}
 	m.mu.Lock()
 	m.sessions[name] = s2
 	m.mu.Unlock()

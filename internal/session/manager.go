@@ -110,6 +110,7 @@ type session struct {
 	cpu                    float64
 	timer                  *time.Timer
 	ended                  chan struct{} // closed once watch recorded the end
+	claimed                time.Time     // when its name was claimed in the store
 }
 
 // statusStarting is an entry reserved while its interpreter starts.

@@ -119,6 +119,9 @@ func (m *Manager) claim(ctx context.Context, s *session) error {
 		return fmt.Errorf("session %q: recording it in the job store: %w", s.name, err)
 	}
 	if ok {
+		m.mu.Lock()
+		s.claimed = time.Now()
+		m.mu.Unlock()
 		return nil
 	}
 	if err := m.storedError(ctx, have); err != nil {
@@ -196,12 +199,26 @@ func (m *Manager) releaseLater(s *session) {
 // about this long.
 const saveCoalesce = 100 * time.Millisecond
 
-// writer saves the queued records until the manager shuts down.
+// verifyEvery is how often a replica checks that the store still records
+// its sessions as its own (an idle session is written to only when used).
+const verifyEvery = 5 * time.Second
+
+// writer saves the queued records until the manager shuts down; on a
+// shared store it also checks the records of idle sessions.
 func (m *Manager) writer() {
 	defer close(m.writerDone)
+	var verify <-chan time.Time
+	if m.cfg.Cluster {
+		t := time.NewTicker(verifyEvery)
+		defer t.Stop()
+		verify = t.C
+	}
 	for {
 		select {
 		case <-m.kick:
+		case <-verify:
+			m.verify()
+			continue
 		case <-m.stopWriter:
 			m.flush()
 			return
@@ -247,6 +264,37 @@ func (m *Manager) flush() {
 		case err != nil && !errors.Is(err, ErrNotOwned):
 			m.cfg.Logger.Warn("recording a session", "session", rec.Name, "err", err)
 		}
+	}
+}
+
+// verify fences the open sessions held here whose record is gone, lost
+// or another replica's: this replica was declared lost while cut off, and
+// no call may reach them here any more.
+func (m *Manager) verify() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	listed := time.Now()
+	recs, err := m.cfg.Store.List(ctx)
+	if err != nil {
+		return // the database is unreachable: nothing to conclude
+	}
+	mine := map[string]bool{}
+	for _, r := range recs {
+		if r.Owner == m.cfg.Owner && r.Open() {
+			mine[r.Name] = true
+		}
+	}
+	m.mu.Lock()
+	var fenced []*session
+	for name, s := range m.sessions {
+		// Only sessions claimed before the list was read can be missing from it.
+		if (s.status == StatusIdle || s.status == StatusBusy) && !mine[name] && !s.claimed.IsZero() && s.claimed.Before(listed) {
+			fenced = append(fenced, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range fenced {
+		m.fence(s)
 	}
 }
 

@@ -120,8 +120,10 @@ func TestReplicaSessionsOnPostgres(t *testing.T) {
 		t.Fatalf("the other replica lists %+v", l)
 	}
 
-	// b declares a lost: a's session is fenced at its next record write.
-	if n, err := b.sessions.MarkNodeLost(ctx, []string{a.jobs.NodeID()}); err != nil || n != 1 {
+	cell(t, a.sessions, "idle", "1")
+	// b declares a lost: a's busy session is fenced at its next record
+	// write, the idle one by a's periodic check of its records.
+	if n, err := b.sessions.MarkNodeLost(ctx, []string{a.jobs.NodeID()}); err != nil || n != 2 {
 		t.Fatalf("mark node lost: %d, %v", n, err)
 	}
 	cell(t, a.sessions, "s", "x += 1") // its record write finds the session lost
@@ -131,6 +133,12 @@ func TestReplicaSessionsOnPostgres(t *testing.T) {
 			t.Fatal("the fenced session still lives on its replica")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	for a.sessions.Held("idle") {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("the fenced idle session still lives on its replica")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	_, err := b.sessions.Run(ctx, session.RunRequest{Session: "s", Code: "x"})
 	if lostReason(err) != session.ReasonNodeLost {
