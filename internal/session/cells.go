@@ -87,6 +87,12 @@ func (m *Manager) RunObserved(ctx context.Context, req RunRequest, job string, o
 
 	cell, runErr := proc.RunCell(ctx, n, req.Code, timeout, m.cfg.InterruptGrace, obs)
 
+	ended := false // reported with this cell: its record goes once m.mu is free
+	defer func() {
+		if ended {
+			m.releaseNow(s)
+		}
+	}()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.count, s.running, s.runningJob, s.lastUsed = n, 0, "", time.Now()
@@ -105,7 +111,7 @@ func (m *Manager) RunObserved(ctx context.Context, req RunRequest, job string, o
 		// The loss is reported here, with the cell's output: the name is free.
 		if m.sessions[s.name] == s {
 			delete(m.sessions, s.name)
-			m.releaseLater(s)
+			ended = true
 		}
 	case runErr != nil:
 		s.status = StatusIdle
@@ -116,7 +122,7 @@ func (m *Manager) RunObserved(ctx context.Context, req RunRequest, job string, o
 		s.lostDetail = fmt.Sprintf("the cell called sys.exit(%d)", *cell.Exited)
 		out.Status, out.LostReason, out.LostDetail = StatusClosed, s.lostReason, s.lostDetail
 		delete(m.sessions, s.name)
-		m.releaseLater(s)
+		ended = true
 	default:
 		s.status = StatusIdle
 		out.Status = StatusIdle

@@ -251,9 +251,9 @@ func (m *Manager) Close(ctx context.Context, name string) (Info, error) {
 		return Info{}, err
 	}
 	m.mu.Lock()
-	if m.sessions[name] == s {
+	mine := m.sessions[name] == s
+	if mine {
 		delete(m.sessions, name)
-		m.releaseLater(s)
 	}
 	wasGone := s.status == StatusLost || s.status == StatusClosed
 	if !wasGone {
@@ -264,6 +264,9 @@ func (m *Manager) Close(ctx context.Context, name string) (Info, error) {
 	}
 	proc := s.proc
 	m.mu.Unlock()
+	if mine {
+		m.releaseNow(s)
+	}
 	if proc != nil && !wasGone {
 		proc.Kill(reasonClosed)
 		_, res, _ := proc.End()

@@ -181,11 +181,14 @@ func (m *Manager) lookupLive(ctx context.Context, name string) (*session, error)
 // the name is free again.
 func (m *Manager) goneError(s *session) error {
 	m.mu.Lock()
-	if m.sessions[s.name] == s {
+	mine := m.sessions[s.name] == s
+	if mine {
 		delete(m.sessions, s.name)
-		m.releaseLater(s)
 	}
 	m.mu.Unlock()
+	if mine {
+		m.releaseNow(s)
+	}
 	return goneMessage(s.name, s.status, s.lostReason, s.lostDetail)
 }
 

@@ -113,7 +113,14 @@ func (m *Manager) claim(ctx context.Context, s *session) error {
 	}
 	m.mu.Lock()
 	rec := m.storeRecordLocked(s)
+	_, pending := m.releases[s.name]
+	delete(m.releases, s.name) // it would remove this new record
 	m.mu.Unlock()
+	if pending {
+		if _, err := m.cfg.Store.Release(ctx, s.name, m.cfg.Owner); err != nil {
+			return fmt.Errorf("session %q: releasing its previous record: %w", s.name, err)
+		}
+	}
 	have, ok, err := m.cfg.Store.Claim(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("session %q: recording it in the job store: %w", s.name, err)
@@ -180,7 +187,28 @@ func (m *Manager) saveLater(s *session) {
 	}
 }
 
-// release drops s's record (closed, or its loss reported with a cell).
+// releaseNow drops the record of a session whose end was just reported
+// (closed, or its loss given to a caller): at once, so no other call, here
+// or on another replica, reports it again. Called without m.mu.
+func (m *Manager) releaseNow(s *session) {
+	if m.cfg.Store == nil {
+		return
+	}
+	m.mu.Lock()
+	delete(m.releases, s.name)
+	if m.dirty[s.name] == s {
+		delete(m.dirty, s.name)
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := m.cfg.Store.Release(ctx, s.name, m.cfg.Owner); err != nil {
+		m.cfg.Logger.Warn("releasing a session record", "session", s.name, "err", err)
+	}
+}
+
+// releaseLater queues the removal of s's record (m.mu held): a session
+// that never started.
 func (m *Manager) releaseLater(s *session) {
 	if m.cfg.Store == nil {
 		return

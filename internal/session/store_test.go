@@ -94,6 +94,12 @@ func TestRestartRecordInJobStore(t *testing.T) {
 	if r := cell(t, b.sessions, "keep", "'x' in globals()"); !r.SessionCreated || *r.Result != "False" {
 		t.Fatalf("then a new session: %+v", r)
 	}
+	// A loss reported with the cell that caused it is not reported again.
+	for i := range 5 {
+		if r := cell(t, b.sessions, "keep", "import os\nos._exit(3)"); r.Status != session.StatusLost || r.SessionCreated != (i > 0) {
+			t.Fatalf("round %d: the cell that ends the session: %+v", i, r)
+		}
+	}
 }
 
 // TestReplicaSessionsOnPostgres: two replicas on one store: a name is held
