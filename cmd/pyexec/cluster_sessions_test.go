@@ -34,7 +34,8 @@ type cellView struct {
 	} `json:"error"`
 }
 
-// sessionCall is call that also returns the replica that answered.
+// sessionCall sends a REST call and decodes its answer; it also returns
+// the replica that answered.
 func sessionCall(t *testing.T, ctx context.Context, method, url string, body any, v any) (int, string) {
 	t.Helper()
 	var data string

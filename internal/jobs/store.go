@@ -171,13 +171,7 @@ func jsonOrNil(v any) (any, error) {
 // redact returns a copy of req whose env_vars values are replaced: the store
 // is a plain file and those values are often credentials.
 func redact(req engine.Request) engine.Request {
-	if len(req.EnvVars) > 0 {
-		m := make(map[string]string, len(req.EnvVars))
-		for k := range req.EnvVars {
-			m[k] = "[redacted]"
-		}
-		req.EnvVars = m
-	}
+	req.EnvVars = engine.RedactEnv(req.EnvVars)
 	return req
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // Store is where sessions are recorded: the job store (SQLite in the state
@@ -85,13 +87,7 @@ func (e *ElsewhereError) Error() string {
 // redactSettings replaces env_vars values: the store is shared, and those
 // values are often credentials.
 func redactSettings(st Settings) Settings {
-	if len(st.EnvVars) > 0 {
-		m := make(map[string]string, len(st.EnvVars))
-		for k := range st.EnvVars {
-			m[k] = "[redacted]"
-		}
-		st.EnvVars = m
-	}
+	st.EnvVars = engine.RedactEnv(st.EnvVars)
 	return st
 }
 
