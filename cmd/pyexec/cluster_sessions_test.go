@@ -252,6 +252,37 @@ func TestReplicaSetSessions(t *testing.T) {
 			t.Fatalf("two creations: %d and %d; want one 201 and one 409 (exists)", a, b)
 		}
 		sessionCall(t, ctx, "DELETE", lb+"/v1/sessions/race", nil, nil)
+
+		// run_python-style creation (a cell as a job): the loser's cell runs
+		// in the winner's session, or is told it is busy, never in a second one.
+		type ran struct {
+			st int
+			c  cellView
+		}
+		cells := make(chan ran, 2)
+		for i := range 2 {
+			go func() {
+				var c cellView
+				st, _ := sessionCall(t, ctx, "POST", rs.nodes[i].url+"/v1/sessions/race2/run", map[string]any{"code": "n = globals().get('n', 0) + 1; n", "sync_budget": 5}, &c)
+				cells <- ran{st, c}
+			}()
+		}
+		created := 0
+		for range 2 {
+			r := <-cells
+			switch {
+			case r.st == 200 && r.c.SessionCreated:
+				created++
+			case r.st == 200 && r.c.Result != nil && *r.c.Result == "2":
+			case r.st == 409 && r.c.Error != nil && r.c.Error.SessionError == "busy":
+			default:
+				t.Fatalf("a concurrent first cell: %d %+v %+v", r.st, r.c, r.c.Error)
+			}
+		}
+		if created != 1 {
+			t.Fatalf("%d sessions created by two concurrent first cells, want 1", created)
+		}
+		sessionCall(t, ctx, "DELETE", lb+"/v1/sessions/race2", nil, nil)
 	})
 
 	t.Run("kill -9 of the owner: the next call gets node_lost, once", func(t *testing.T) {
