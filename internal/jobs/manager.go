@@ -380,6 +380,11 @@ func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 	if lj := m.lookup(id); lj != nil {
 		return lj.snapshot(true), nil
 	}
+	if m.sh != nil {
+		if r, ok := m.sh.recentJob(id); ok {
+			return r.job, nil
+		}
+	}
 	return m.store.get(ctx, id)
 }
 
@@ -494,6 +499,9 @@ func (m *Manager) Prune(ctx context.Context, opts PruneOptions) (PruneResult, er
 		}
 	}
 	m.mu.Unlock()
+	if m.sh != nil {
+		m.sh.forgetRecent(kept...)
+	}
 	removed, err := m.store.deleteFinished(ctx, kept)
 	if err != nil {
 		return PruneResult{Removed: removed}, err
