@@ -156,6 +156,22 @@ func (lj *liveJob) write(intermediateOnly bool) error {
 	return nil
 }
 
+// settle waits, once the run has ended, until its final state is saved
+// (or kept in memory because the store refused it): a reader that sees a
+// job final here may ask any other replica next, whose store must then
+// say the same. The wait is one write at most; before the end it is none.
+func (lj *liveJob) settle(ctx context.Context) {
+	lj.mu.Lock()
+	finished := lj.finished
+	lj.mu.Unlock()
+	if finished {
+		select {
+		case <-lj.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // broadcastLocked wakes every long-poll waiting on this job. Callers hold lj.mu.
 func (lj *liveJob) broadcastLocked() {
 	close(lj.changed)

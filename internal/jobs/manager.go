@@ -378,6 +378,7 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 // Get returns a job's current metadata, including its (redacted) request.
 func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 	if lj := m.lookup(id); lj != nil {
+		lj.settle(ctx)
 		return lj.snapshot(true), nil
 	}
 	if m.sh != nil {

@@ -71,6 +71,7 @@ type outputState struct {
 
 func (m *Manager) outputState(ctx context.Context, id string) (outputState, error) {
 	if lj := m.lookup(id); lj != nil {
+		lj.settle(ctx)
 		return lj.outputState(), nil
 	}
 	if m.sh != nil {
