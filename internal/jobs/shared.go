@@ -592,6 +592,12 @@ type outputTail struct {
 // flush writes what the logs hold beyond what was flushed, and says
 // whether there was anything.
 func (f *flusher) flush(ctx context.Context) (bool, error) {
+	f.lj.mu.Lock()
+	finished := f.lj.finished
+	f.lj.mu.Unlock()
+	if finished {
+		return false, nil // the final write carries the rest (finishFlush)
+	}
 	t, j, err := f.pending()
 	if err != nil || t == nil {
 		return false, err
