@@ -156,6 +156,11 @@ func (lj *liveJob) write(intermediateOnly bool) error {
 	return nil
 }
 
+// settleWait bounds settle: while the store is unreachable (a database
+// restart, during which the final write is retried for up to a minute)
+// readers get the state in memory rather than wait for it.
+const settleWait = 2 * time.Second
+
 // settle waits, once the run has ended, until its final state is saved
 // (or kept in memory because the store refused it): a reader that sees a
 // job final here may ask any other replica next, whose store must then
@@ -164,11 +169,15 @@ func (lj *liveJob) settle(ctx context.Context) {
 	lj.mu.Lock()
 	finished := lj.finished
 	lj.mu.Unlock()
-	if finished {
-		select {
-		case <-lj.done:
-		case <-ctx.Done():
-		}
+	if !finished {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-lj.done:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
