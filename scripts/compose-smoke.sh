@@ -9,6 +9,8 @@
 #     one cursor, from the others;
 #   - the MCP endpoint: initialize, tools/list and run_python over
 #     Streamable HTTP, the session's requests round-robined by nginx;
+#   - a live Python session whose cells land on every replica and run in
+#     the one interpreter that holds it;
 #   - kill -9 of the replica running a job: the job is failed node_lost
 #     by another replica within the bound, its output so far readable.
 #
@@ -209,6 +211,20 @@ for i in range(3):
     check(str(6 * (i + 7)) in json.dumps(r["result"]), f"run_python result: {r}")
     nodes.add(h.get("X-Pyexec-Node"))
 print(f"mcp: initialize, tools/list ({len(tools)} tools), 3 run_python calls in one session (answered via {len(nodes)} replica(s))")
+
+# 3b. A live Python session: created through nginx, its cells land on any
+# replica and are forwarded to the one that holds it.
+code, h, b = req("POST", "/v1/sessions", {"session": "smoke"})
+check(code == 201, f"create session: {code} {b[:300]!r}")
+nodes = set()
+for i in range(6):
+    code, h, b = req("POST", "/v1/sessions/smoke/run", {"code": "n = globals().get('n', 0) + 1\nprint(n)"})
+    r = json.loads(b)
+    check(code == 200 and r.get("stdout") == f"{i + 1}\n" and r.get("execution_count") == i + 1, f"session cell {i}: {code} {b[:300]!r}")
+    nodes.add(h.get("X-Pyexec-Node"))
+code, h, b = req("DELETE", "/v1/sessions/smoke")
+check(code in (200, 204), f"close session: {code} {b[:200]!r}")
+print(f"session: 6 cells kept their state in one interpreter, the calls answered via {len(nodes)} replica(s)")
 
 # 4. kill -9 of the replica running a job.
 code, h, b = req("POST", "/v1/jobs", {"code": "import time\ni = 0\nwhile True:\n    print('tick', i, flush=True)\n    i += 1\n    time.sleep(0.05)"})
