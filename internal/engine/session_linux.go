@@ -48,7 +48,8 @@ type SessionProcess struct {
 	python  string
 	started time.Time
 
-	msgs chan sessionMsg // from the driver; closed when the socket closes
+	msgs     chan sessionMsg // from the driver; closed when the socket closes
+	readDone chan struct{}   // closed when the reader has stopped
 
 	done     chan struct{} // closed once the run is over
 	final    Result
@@ -98,7 +99,7 @@ func (e *Engine) StartSession(ctx context.Context, req Request, lifetime time.Du
 	}
 	req.Code, req.ScriptPath, req.Args, req.Stdin = sessionDriverSource, "", nil, ""
 	runCtx, cancel := context.WithCancel(context.Background())
-	sp := &SessionProcess{e: e, conn: fc.(*net.UnixConn), cancel: cancel, msgs: make(chan sessionMsg, 4),
+	sp := &SessionProcess{e: e, conn: fc.(*net.UnixConn), cancel: cancel, msgs: make(chan sessionMsg, 4), readDone: make(chan struct{}),
 		done: make(chan struct{}), interrupts: make(chan struct{}, 1), started: time.Now(), req: req, prepOnce: make(chan struct{})}
 	pidc := make(chan int, 1)
 	obs := sessionObserver{started: func(pid int) {
@@ -117,6 +118,15 @@ func (e *Engine) StartSession(ctx context.Context, req Request, lifetime time.Du
 		res, err := e.RunWith(runCtx, req, obs, x)
 		theirs.Close()
 		sp.final, sp.finalErr = res, err
+		// What the interpreter wrote before it ended (a cell's exit
+		// message) is still in the socket: closing it now would drop
+		// that. A deadline lets the reader take it, and ends the reader
+		// even when another process still holds the other end.
+		_ = sp.conn.SetReadDeadline(time.Now().Add(cellDrain))
+		select {
+		case <-sp.readDone:
+		case <-time.After(drainGrace): // the reader is stuck handing over a message nobody takes
+		}
 		sp.conn.Close()
 	}()
 	go sp.read()
@@ -168,6 +178,7 @@ func (o sessionObserver) Output(s Stream, p []byte) {}
 const maxSessionFrame = 8 << 20
 
 func (sp *SessionProcess) read() {
+	defer close(sp.readDone)
 	defer close(sp.msgs)
 	var head [4]byte
 	for {
@@ -380,6 +391,9 @@ wait:
 			sp.Kill(lostReason)
 			graceC = nil
 		case <-sp.done:
+			// The reader may still hold the interpreter's last
+			// message (sys.exit's): the end and it race.
+			msg, got = sp.lastWord(n)
 			break wait
 		}
 	}
@@ -415,4 +429,16 @@ wait:
 		res.Exited = &code
 	}
 	return res, nil
+}
+
+// lastWord returns cell n's final message among those the reader still
+// delivers once the interpreter has ended; msgs is closed when the reader
+// has drained the socket.
+func (sp *SessionProcess) lastWord(n int) (sessionMsg, bool) {
+	for m := range sp.msgs {
+		if (m.Kind == "done" || m.Kind == "exit") && m.N == n {
+			return m, true
+		}
+	}
+	return sessionMsg{}, false
 }
