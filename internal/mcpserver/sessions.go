@@ -177,14 +177,14 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 	if cell.JobID != "" {
 		return render(in.Rendering, out, func() string { return renderCellJob(out) }), out, nil
 	}
-	return t.presentCell(in, cell, out, budget, where, cut), out, nil
+	return t.presentCell(in, cell, &out, budget, where, cut), out, nil
 }
 
 // presentCell adds to a finished cell's result what it displayed and the
 // files it changed, presented as a run's are (package present): images
 // inline within the same limits, the rest linked to the cell's kept job,
 // and the hint for a known fix.
-func (t *tools) presentCell(in RunPythonInput, cell session.CellResult, out RunPythonOutput, budget int, where present.Where, cut bool) *mcp.CallToolResult {
+func (t *tools) presentCell(in RunPythonInput, cell session.CellResult, out *RunPythonOutput, budget int, where present.Where, cut bool) *mcp.CallToolResult {
 	cv := present.Cell(present.CellInput{Display: cell.Display, Files: cell.Files, FilesNote: cell.FilesNote, Where: where, Budget: budget})
 	out.Result.Display, out.Result.Files, out.Result.FilesNote, out.Result.OutputNotes = cv.Display, cv.Files, cell.FilesNote, cell.OutputNotes
 	out.Result.OutputJobID, out.Result.LimitExceeded = cell.OutputJobID, cell.LimitExceeded
@@ -197,8 +197,8 @@ func (t *tools) presentCell(in RunPythonInput, cell session.CellResult, out RunP
 		v.Links = append([]present.Link{{URI: out.Extra.OutputURI, Name: "output", Title: "Full output of cell " + fmt.Sprint(cell.ExecutionCount),
 			MIME: "text/plain", Size: cell.StdoutBytes + cell.StderrBytes, Description: "The cell's complete stdout and stderr (up to the job log cap)."}}, v.Links...)
 	}
-	v.Markdown = renderCell(out, cv.Text)
-	return encodeView(in.Rendering, v, out)
+	v.Markdown = renderCell(*out, cv.Text)
+	return encodeView(in.Rendering, v, *out)
 }
 
 // fitCell keeps a cell's streams, result and traceback within the result
