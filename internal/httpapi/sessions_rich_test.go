@@ -85,7 +85,7 @@ func TestModelSeesPlotsInSessions(t *testing.T) {
 				}
 			}
 			res := s["display"].([]any)[2].(map[string]any)["data"].(map[string]any)
-			if !strings.Contains(res["text/html"].(string), "<table") || !strings.Contains(res["text/markdown"].(string), "| x | y |") || s["result"] == nil {
+			if !strings.Contains(res["text/html"].(string), "dataframe") || !strings.Contains(res["text/markdown"].(string), "| x | y |") || s["result"] == nil {
 				t.Errorf("DataFrame result %v", res)
 			}
 			for _, want := range []string{"the cell displayed 4 output(s), 3 image(s) (3 inline in this result)", "DataFrame: 30 rows × 2 columns", "result: Out[2], shown in rich form as display 3", "drawn"} {
@@ -196,21 +196,7 @@ func TestSessionImagesBeyondInline(t *testing.T) {
 // default timeout of runs that are waited for; an explicit shorter timeout
 // still applies. Local and remote.
 func TestSessionCellJobTimeout(t *testing.T) {
-	f := newFixture(t)
-	short := func(c *engine.Config) { c.DefaultTimeout = time.Second }
-	ts, _ := serve(t, withJobs(t, f.local(t, short)), func(o *httpapi.Options) { o.Token = "tok" })
-	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lp, rp atomic.Int64
-	for _, e := range []struct {
-		name string
-		cs   *mcp.ClientSession
-	}{
-		{"local", connectInMemory(t, withJobs(t, f.local(t, short)), &lp)},
-		{"remote", connectInMemory(t, remote, &rp)},
-	} {
+	for _, e := range localAndRemote(t, func(c *engine.Config) { c.DefaultTimeout = time.Second }) {
 		t.Run(e.name, func(t *testing.T) {
 			sess := "jt-" + e.name
 			_, s, _ := callModel(t, e.cs, "run_python", map[string]any{"session": sess, "code": "import time\ntime.sleep(1.5)\n'slept'"})
@@ -223,4 +209,24 @@ func TestSessionCellJobTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+type namedClient struct {
+	name string
+	cs   *mcp.ClientSession
+}
+
+// localAndRemote connects an MCP client to an in-process executor with
+// jobs and one to a remote execution server (httpapi.Client), both on one
+// workspace, the engines configured by mutate.
+func localAndRemote(t *testing.T, mutate func(*engine.Config)) []namedClient {
+	t.Helper()
+	f := newFixture(t)
+	ts, _ := serve(t, withJobs(t, f.local(t, mutate)), func(o *httpapi.Options) { o.Token = "tok" })
+	remote, err := httpapi.NewClient(ts.URL, httpapi.ClientOptions{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lp, rp atomic.Int64
+	return []namedClient{{"local", connectInMemory(t, withJobs(t, f.local(t, mutate)), &lp)}, {"remote", connectInMemory(t, remote, &rp)}}
 }
