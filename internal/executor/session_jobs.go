@@ -55,7 +55,7 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 		}
 		res := cellJobResult(c)
 		res.Display, res.Files, res.FilesNote = c.Display, c.Files, c.FilesNote // kept as the job's artifacts
-		if c.Result != nil && obs != nil { // the value, as the last line of the job's stdout
+		if c.Result != nil && obs != nil {                                      // the value, as the last line of the job's stdout
 			obs.Output(engine.Stdout, []byte(fmt.Sprintf("Out[%d]: %s\n", c.ExecutionCount, *c.Result)))
 		}
 		if c.Error != nil && obs != nil {
@@ -76,7 +76,7 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 	so := jobs.SyncOptions{Label: label, Budget: time.Duration(req.SyncBudget * float64(time.Second)), Ephemeral: true, Run: run,
 		OnStart: func(j jobs.Job) { idc <- j.ID }}
 	keepFor(&so, req.OutputBudget) // as for runs: a cell whose output or images do not fit keeps its job
-	if req.OnJob != nil { // an MCP task: the task is the wait, the job is kept
+	if req.OnJob != nil {          // an MCP task: the task is the wait, the job is kept
 		so.Budget, so.Ephemeral = 0, false
 		so.OnStart = func(j jobs.Job) { req.OnJob(j.ID); idc <- j.ID }
 	}
