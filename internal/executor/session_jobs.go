@@ -54,8 +54,9 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 			return engine.Result{}, err
 		}
 		res := cellJobResult(c)
-		res.Display, res.Files, res.FilesNote = c.Display, c.Files, c.FilesNote // kept as the job's artifacts
-		if c.Result != nil && obs != nil {                                      // the value, as the last line of the job's stdout
+		// What the cell displayed becomes the job's artifacts (when it is kept).
+		res.Display, res.Files, res.FilesNote = c.Display, c.Files, c.FilesNote
+		if c.Result != nil && obs != nil { // the value, as the last line of the job's stdout
 			obs.Output(engine.Stdout, []byte(fmt.Sprintf("Out[%d]: %s\n", c.ExecutionCount, *c.Result)))
 		}
 		if c.Error != nil && obs != nil {
