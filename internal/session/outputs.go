@@ -91,7 +91,7 @@ func imageBytes(d engine.Display) int {
 	n := 0
 	for _, mime := range imageMIMEs {
 		if v, ok := d.Data[mime]; ok {
-			n += base64.StdEncoding.DecodedLen(len(v))
+			n += base64.StdEncoding.DecodedLen(len(v)) - (len(v) - len(strings.TrimRight(v, "=")))
 		}
 	}
 	return n
