@@ -14,6 +14,8 @@ import (
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/workspace"
+
+	"github.com/pyexec/pyexec/internal/pathwalk"
 )
 
 // Trust: which interpreters the server may execute itself.
@@ -111,42 +113,15 @@ func resolveChain(path string) ([]string, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%s: not an absolute path", path)
 	}
-	visited := []string{filepath.Clean(path)}
-	cur := "/"
-	rest := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return nil, err
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if hops++; hops > 40 {
-			return nil, fmt.Errorf("%s: too many symlinks", path)
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return nil, err
-		}
-		visited = append(visited, next)
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
+	real, links, err := pathwalk.Resolve(path)
+	if err != nil {
+		return nil, err
 	}
-	return append(visited, cur), nil
+	visited := []string{filepath.Clean(path)}
+	for _, l := range links {
+		visited = append(visited, l.Path)
+	}
+	return append(visited, real), nil
 }
 
 // trustedAt returns the trusted interpreter path names, if it is one: its

@@ -1,8 +1,11 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"image"
+	"image/png"
 	"net/http"
 	"os"
 	"os/exec"
@@ -230,7 +233,7 @@ func TestModelSeesPlotsAndTables(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs matplotlib, pandas and pillow with uv")
 	}
-	_, sessions := modelSessions(t, true)
+	f, sessions := modelSessions(t, true)
 	deps := []string{"matplotlib", "pandas", "pillow"}
 	code := `import matplotlib.pyplot as plt
 import pandas as pd
@@ -294,8 +297,72 @@ print("done")
 					t.Errorf("text lacks %q:\n%s", want, tx)
 				}
 			}
+			if name == "cold" || name == "warm" {
+				checkDrawnFigures(t, cs, f.workspace, deps)
+			}
 		})
 	}
+}
+
+// checkDrawnFigures: a figure the script already drew (here by saving it)
+// is captured from what it drew, pixel for pixel the file it saved; one
+// changed after saving is drawn again, so the capture shows the change.
+func checkDrawnFigures(t *testing.T, cs *mcp.ClientSession, workspace string, deps []string) {
+	t.Helper()
+	code := `import matplotlib.pyplot as plt
+plt.figure(figsize=(3, 2), dpi=100); plt.plot([1, 2, 3]); plt.savefig("drawn_same.png")
+plt.figure(figsize=(3, 2), dpi=100); plt.plot([1, 2, 3]); plt.savefig("drawn_changed.png"); plt.plot([3, 2, 1])
+`
+	r, s, _ := callModel(t, cs, "run_python", map[string]any{"code": code, "dependencies": deps, "timeout": 300})
+	wantOK(t, r)
+	if s["success"] != true {
+		t.Fatalf("run failed: %s", text(r))
+	}
+	var captured []image.Image
+	for _, c := range r.Content {
+		if im, ok := c.(*mcp.ImageContent); ok {
+			img, err := png.Decode(bytes.NewReader(im.Data))
+			if err != nil {
+				t.Fatalf("captured image: %v", err)
+			}
+			captured = append(captured, img)
+		}
+	}
+	if len(captured) != 2 {
+		t.Fatalf("%d images captured, want 2: %s", len(captured), text(r))
+	}
+	for i, tc := range []struct {
+		file string
+		same bool
+	}{{"drawn_same.png", true}, {"drawn_changed.png", false}} {
+		raw, err := os.ReadFile(filepath.Join(workspace, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved, err := png.Decode(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if got := samePixels(saved, captured[i]); got != tc.same {
+			t.Errorf("capture %d against %s: same pixels = %v, want %v", i, tc.file, got, tc.same)
+		}
+	}
+}
+
+func samePixels(a, b image.Image) bool {
+	if a.Bounds() != b.Bounds() {
+		return false
+	}
+	for y := a.Bounds().Min.Y; y < a.Bounds().Max.Y; y++ {
+		for x := a.Bounds().Min.X; x < a.Bounds().Max.X; x++ {
+			r1, g1, b1, a1 := a.At(x, y).RGBA()
+			r2, g2, b2, a2 := b.At(x, y).RGBA()
+			if r1 != r2 || g1 != g2 || b1 != b2 || a1 != a2 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // TestModelSeesImagesBeyondInline: images a result cannot carry inline (one

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/pathwalk"
 )
 
 // Reach: making what a run needs reachable by its unprivileged uid, and
@@ -48,17 +50,12 @@ type reachBind struct {
 	RW   bool
 }
 
-// reachLink is a symlink on the way to a needed path, recreated in a tmpfs.
-type reachLink struct {
-	Path, Target string
-}
-
 // reachPlan is computed in Prepare (as root, outside the namespace) and
 // applied on the starter thread.
 type reachPlan struct {
 	Tops  []string
 	Binds []reachBind
-	Links []reachLink
+	Links []pathwalk.Link
 }
 
 // hiddenAncestor returns the highest proper ancestor of the absolute path p
@@ -82,48 +79,6 @@ func under(p, dir string) bool {
 	return dir == "/" && p != "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// resolveWithLinks resolves p like the kernel would, returning the real
-// path and every symlink met on the way (location with a resolved parent,
-// and its target as stored).
-func resolveWithLinks(p string) (string, []reachLink, error) {
-	var links []reachLink
-	cur := "/"
-	rest := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		st, err := os.Lstat(next)
-		if err != nil {
-			return "", nil, err
-		}
-		if st.Mode()&os.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if hops++; hops > 40 {
-			return "", nil, fmt.Errorf("%s: too many symlinks", p)
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", nil, err
-		}
-		links = append(links, reachLink{Path: next, Target: target})
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return cur, links, nil
-}
-
 // planReach computes what to hide and bind so cred reaches ro (read-only)
 // and rw (read-write) paths. It returns nil when nothing is hidden from
 // cred. Missing paths are skipped (Landlock ignores them too).
@@ -133,12 +88,12 @@ func planReach(cred *Credential, ro, rw []string) (*reachPlan, error) {
 	}
 	tops := map[string]bool{}
 	var binds []reachBind
-	var links []reachLink
+	var links []pathwalk.Link
 	add := func(p string, writable bool) error {
 		if p == "" {
 			return nil
 		}
-		real, ls, err := resolveWithLinks(p)
+		real, ls, err := pathwalk.Resolve(p)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}

@@ -201,6 +201,9 @@ def figure_png(fig):
     dpi = float(fig.dpi)
     longest = max(w, h, 1e-3)
     dpi = min(dpi, (MAX_EDGE - 1) / longest)
+    png = _drawn_png(fig, dpi)
+    if png is not None and len(png) <= MAX_BYTES:
+        return png, None
     png = b""
     for _ in range(4):
         buf = io.BytesIO()
@@ -210,6 +213,35 @@ def figure_png(fig):
             return png, None
         dpi *= math.sqrt(MAX_BYTES / len(png)) * 0.9
     return png, "the figure stays over %d bytes at %.0f dpi" % (MAX_BYTES, dpi)
+
+
+def _drawn_png(fig, dpi):
+    """The PNG of what fig's Agg canvas last drew, when that is still the
+    figure as it stands, at dpi, and what savefig would write: a script that
+    saved or drew its figure already paid for the drawing, and encoding the
+    canvas skips a second render (most of a capture's cost). None when any
+    of that is not so."""
+    try:
+        agg = sys.modules.get("matplotlib.backends.backend_agg")
+        canvas = fig.canvas
+        if agg is None or not isinstance(canvas, agg.FigureCanvasAgg) or fig.stale or dpi != float(fig.dpi):
+            return None
+        renderer = getattr(canvas, "renderer", None)
+        if renderer is None or float(renderer.dpi) != dpi:
+            return None
+        size = (int(renderer.width), int(renderer.height))
+        if size != (int(fig.bbox.width), int(fig.bbox.height)):
+            return None
+        rc = sys.modules["matplotlib"].rcParams
+        if rc["savefig.bbox"] is not None or rc["savefig.transparent"] or str(rc["savefig.facecolor"]) != "auto" or str(rc["savefig.edgecolor"]) != "auto":
+            return None
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.frombuffer("RGBA", size, canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(buf, format="png")
+        return buf.getvalue()
+    except Exception:  # noqa: BLE001 - any surprise falls back to savefig
+        return None
 
 
 def capture_figure(fig, state, source="figure"):
