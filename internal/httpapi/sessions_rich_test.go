@@ -230,3 +230,28 @@ func localAndRemote(t *testing.T, mutate func(*engine.Config)) []namedClient {
 	var lp, rp atomic.Int64
 	return []namedClient{{"local", connectInMemory(t, withJobs(t, f.local(t, mutate)), &lp)}, {"remote", connectInMemory(t, remote, &rp)}}
 }
+
+// Over REST a cell's result carries its displays as MIME bundles (images
+// base64) and the files it changed; the history keeps them.
+func TestSessionRichREST(t *testing.T) {
+	f := newFixture(t)
+	ts, _ := serve(t, f.local(t, nil), nil)
+	r := do(t, "POST", ts.URL+"/v1/sessions/rich/run", map[string]any{"code": pngCells + "display(Img(4, 3))\nopen('rest.txt', 'w').write('x')\nImg(2, 2)"})
+	var cell struct {
+		Display []engine.Display    `json:"display"`
+		Files   []engine.FileChange `json:"files"`
+		Result  string              `json:"result"`
+	}
+	r.json(t, &cell)
+	if len(cell.Display) != 2 || cell.Display[0].Width != 4 || cell.Display[1].Source != "result" || len(cell.Files) != 1 || cell.Files[0].Path != "rest.txt" {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	png, _ := base64.StdEncoding.DecodeString(cell.Display[0].Data["image/png"])
+	if !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Fatalf("image %q", cell.Display[0].Data["image/png"])
+	}
+	r = do(t, "GET", ts.URL+"/v1/sessions/rich/history", nil)
+	if !strings.Contains(string(r.body), `"image/png"`) || !strings.Contains(string(r.body), `"rest.txt"`) {
+		t.Fatalf("history %s", r.body)
+	}
+}
