@@ -76,8 +76,9 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 	}
 	so := jobs.SyncOptions{Label: label, Budget: time.Duration(req.SyncBudget * float64(time.Second)), Ephemeral: true, Run: run,
 		OnStart: func(j jobs.Job) { idc <- j.ID }}
-	keepFor(&so, req.OutputBudget) // as for runs: a cell whose output or images do not fit keeps its job
-	if req.OnJob != nil {          // an MCP task: the task is the wait, the job is kept
+	// As for runs: a cell whose output or images do not fit keeps its job.
+	keepFor(&so, req.OutputBudget)
+	if req.OnJob != nil { // an MCP task: the task is the wait, the job is kept
 		so.Budget, so.Ephemeral = 0, false
 		so.OnStart = func(j jobs.Job) { req.OnJob(j.ID); idc <- j.ID }
 	}
