@@ -239,23 +239,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func call(t *testing.T, method, url string, body any, v any) int {
 	t.Helper()
-	var data string
-	if body != nil {
-		b, _ := json.Marshal(body)
-		data = string(b)
-	}
-	resp, err := http.DefaultClient.Do(authed(method, url, data))
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if v != nil {
-		if err := json.Unmarshal(raw, v); err != nil {
-			t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, raw)
-		}
-	}
-	return resp.StatusCode
+	st, _ := sessionCall(t, context.Background(), method, url, body, v)
+	return st
 }
 
 type jobView struct {

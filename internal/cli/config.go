@@ -174,7 +174,7 @@ func (f *engineFlags) executor() (*executor.Local, error) {
 	l := executor.NewLocal(eng, Version, f.maxWorkers)
 	l.SetRuff(ruff)
 	l.SetMaxUpload(int64(f.maxUpload))
-	l.ConfigureSessions(session.Config{MaxSessions: f.maxSessions, IdleTimeout: f.sessionIdle.d, MaxLifetime: f.sessionLifetime.d, StateDir: cfg.StateDir})
+	l.ConfigureSessions(session.Config{MaxSessions: f.maxSessions, IdleTimeout: f.sessionIdle.d, MaxLifetime: f.sessionLifetime.d})
 	return l, nil
 }
 

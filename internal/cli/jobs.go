@@ -92,12 +92,14 @@ func openLocal(ctx context.Context, ef *engineFlags, jf *jobFlags, logger *slog.
 		return nil, nil, err
 	}
 	closeAll = func() {
+		// Sessions first: they are recorded lost (server_restarted) in the
+		// job store, so a restarted server or another replica reports them.
+		local.CloseSessions()
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := jx.Close(stopCtx); err != nil {
 			logger.Error("closing jobs", "err", err)
 		}
-		local.CloseSessions() // recorded: a restarted server lists them as lost
 		local.Engine().Close()
 	}
 	return jx, closeAll, nil

@@ -104,12 +104,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer ln.Close()
 	var router *cluster.Router
+	var sessionRouting *httpapi.SessionRouting
 	if rep != nil {
 		if err := rep.join(ctx, &sf, ln, jx, logger); err != nil {
 			fmt.Fprintf(stderr, "pyexec serve: %v\n", err)
 			return 1
 		}
-		router = rep.router
+		router, sessionRouting = rep.router, rep.sessions
 	}
 	srv, err := httpapi.NewServer(httpapi.Options{
 		Executor: jx, Version: Version, Token: token, NoAuth: insecureNoAuth, Logger: logger, SyncBudget: jf.budget(), MaxResultChars: jf.resultChars,
@@ -118,7 +119,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		SessionTimeout: sessionTimeout.d, Workspace: cfg.Workspace,
 		EnvBuilds: jx.Engine().Environments().Builds,
 		Envs:      jx.Engine().Environments().List,
-		Router:    router,
+		Router:    router, SessionRouting: sessionRouting,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyexec serve: %v\n", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/cluster"
 	"github.com/pyexec/pyexec/internal/executor"
+	"github.com/pyexec/pyexec/internal/httpapi"
 	"github.com/pyexec/pyexec/internal/jobs"
 	"github.com/pyexec/pyexec/internal/pgdb"
 )
@@ -32,7 +33,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.store, "store", "", "job store: sqlite (default, in the state dir) or a postgres://USER@HOST/DB URL shared by replicas; prefer PYEXEC_STORE or --store-file for a URL with a password (the command line is visible to other users)")
 	fs.StringVar(&f.storeFile, "store-file", "", "file holding the job store URL (e.g. a mounted secret); PGPASSWORD and PGPASSFILE work too")
 	fs.StringVar(&f.advertise, "advertise", "", "with a postgres store: URL other replicas reach this one at, http://HOST:PORT (default: the --listen address, or this host's name when listening on all interfaces)")
-	fs.Float64Var(&f.nodeLost, "node-lost-after", jobs.DefaultNodeLostAfter.Seconds(), "with a postgres store: seconds a replica may stay silent before its running jobs fail as node_lost and its MCP sessions are gone")
+	fs.Float64Var(&f.nodeLost, "node-lost-after", jobs.DefaultNodeLostAfter.Seconds(), "with a postgres store: seconds a replica may stay silent before its running jobs fail as node_lost, its live Python sessions are lost (node_lost) and its MCP sessions are gone")
 }
 
 // url returns the store URL ("" for SQLite).
@@ -63,6 +64,8 @@ type replica struct {
 	nodeID  string
 	members *cluster.Membership
 	router  *cluster.Router
+	// sessions routes session calls to the replica holding the session.
+	sessions *httpapi.SessionRouting
 }
 
 // openReplica connects to the shared store, or returns nil for SQLite.
@@ -91,9 +94,18 @@ func (r *replica) join(ctx context.Context, f *storeFlags, ln net.Listener, jx *
 	if err != nil {
 		return err
 	}
-	m := jx.Manager()
+	m, sessions := jx.Manager(), jx.SessionManager()
 	r.members, err = cluster.Join(ctx, cluster.Config{
 		DB: r.db, NodeID: r.nodeID, Addr: addr, Version: Version, LostAfter: seconds(f.nodeLost), Logger: logger,
+		// A silent node's jobs fail node_lost when their leases run out;
+		// its sessions are recorded lost here.
+		OnLost: func(ctx context.Context, nodes []string) {
+			if n, err := sessions.MarkNodeLost(ctx, nodes); err != nil {
+				logger.Warn("recording the sessions of lost nodes", "nodes", nodes, "err", err)
+			} else if n > 0 {
+				logger.Warn("sessions of nodes that went silent are lost", "count", n, "reason", "node_lost")
+			}
+		},
 		Status: func() cluster.Status {
 			free, total := m.Slots()
 			return cluster.Status{FreeSlots: free, MaxSlots: total, WarmEnvs: m.WarmEnvs()}
@@ -103,6 +115,7 @@ func (r *replica) join(ctx context.Context, f *storeFlags, ln net.Listener, jx *
 		return err
 	}
 	r.router = cluster.NewRouter(r.members, logger)
+	r.sessions = &httpapi.SessionRouting{Owner: sessions.Owner, NodeGone: sessions.MarkNodeLost}
 	logger.Info("joined the replica set", "node", r.nodeID, "advertise", addr, "node_lost_after", seconds(f.nodeLost))
 	return nil
 }

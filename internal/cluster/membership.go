@@ -1,8 +1,9 @@
 // Package cluster is what makes identical `pyexec serve` replicas one
 // service: node membership (heartbeats into PostgreSQL with free slots and
 // built environments; silent nodes are dropped after a bound) and routing
-// of requests that belong to one node (MCP sessions today, live Python
-// sessions when they exist) to that node.
+// of requests that belong to one node (MCP sessions by their id; live
+// Python sessions are found through the job store and forwarded by
+// httpapi) to that node.
 //
 // There is no home-made consensus: PostgreSQL is the one shared engine,
 // and the process supervisor (Kubernetes, systemd, compose) keeps the
@@ -45,9 +46,9 @@ type Config struct {
 	// Status, when set, is asked at every heartbeat.
 	Status func() Status
 	// OnLost is called with the ids of nodes this node found silent and
-	// dropped. The seam for what a lost node owned besides jobs (whose
-	// leases expire on their own): live Python sessions will be marked
-	// lost here.
+	// dropped: what a lost node owned besides jobs (whose leases expire on
+	// their own) is marked lost here, i.e. its live Python sessions
+	// (node_lost).
 	OnLost func(ctx context.Context, nodeIDs []string)
 	Logger *slog.Logger
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -14,15 +15,18 @@ import (
 
 var sqlErrNoRows = sql.ErrNoRows
 
-// routedHeader marks a request one replica forwarded to another, so a
+// RoutedHeader marks a request one replica forwarded to another, so a
 // stale view can never bounce a request between replicas.
-const routedHeader = "X-Pyexec-Routed-By"
+const RoutedHeader = "X-Pyexec-Routed-By"
+
+const routedHeader = RoutedHeader
 
 // Router sends requests that belong to one node to that node. What
 // belongs to a node is named by an id minted with NewID: the node's id,
-// a dot, then random hex. MCP session ids are minted so today; live
-// Python sessions, when they exist, mint theirs the same way and route
-// through Forward, so any replica can take any request.
+// a dot, then random hex; MCP session ids are minted so and routed
+// through Forward. Live Python sessions have names users choose, so their
+// owner is recorded in the job store instead, and httpapi forwards their
+// calls to Addr of that owner; either way any replica takes any request.
 type Router struct {
 	m   *Membership
 	log *slog.Logger
@@ -43,6 +47,12 @@ func NewRouter(m *Membership, logger *slog.Logger) *Router {
 
 // NodeID is the local node's id.
 func (r *Router) NodeID() string { return r.m.NodeID() }
+
+// Addr returns the base URL of a live node; ok is false when the node is
+// unknown or silent past the bound.
+func (r *Router) Addr(ctx context.Context, nodeID string) (addr string, ok bool, err error) {
+	return r.m.Addr(ctx, nodeID)
+}
 
 // NewID mints an id owned by this node.
 func (r *Router) NewID() string {

@@ -108,3 +108,17 @@ type Observer interface {
 	Started(pid int)
 	Output(s Stream, p []byte)
 }
+
+// RedactEnv returns a copy of env whose values are replaced (nil for
+// none): what stores keep of a request's env_vars, whose values are often
+// credentials.
+func RedactEnv(env map[string]string) map[string]string {
+	if len(env) == 0 {
+		return env
+	}
+	m := make(map[string]string, len(env))
+	for k := range env {
+		m[k] = "[redacted]"
+	}
+	return m
+}

@@ -80,6 +80,14 @@ func OpenLocalJobs(ctx context.Context, l *Local, cfg jobs.Config) (*LocalJobs, 
 	if err != nil {
 		return nil, err
 	}
+	// Sessions are recorded in the job store: the restart record, and on
+	// a shared store the replica set's names.
+	l.sessions.mu.Lock()
+	l.sessions.cfg.Store, l.sessions.cfg.Owner, l.sessions.cfg.Cluster = m.SessionStore(), m.NodeID(), m.Shared()
+	if l.sessions.cfg.Logger == nil {
+		l.sessions.cfg.Logger = cfg.Logger
+	}
+	l.sessions.mu.Unlock()
 	return &LocalJobs{Local: l, m: m}, nil
 }
 

@@ -40,6 +40,9 @@ type ClientOptions struct {
 	ConnectTimeout time.Duration
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
+	// Header is sent with every request (a replica forwarding a call
+	// marks it so).
+	Header http.Header
 }
 
 // Client is an executor.Executor backed by a remote `pyexec serve`. Runs
@@ -170,6 +173,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body []byt
 	}
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	for k, v := range c.opts.Header {
+		req.Header[k] = v
 	}
 	return req, nil
 }

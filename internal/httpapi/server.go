@@ -92,6 +92,9 @@ type Options struct {
 	// another replica's session is forwarded there (404 when it is gone),
 	// and every response says which replica answered (X-Pyexec-Node).
 	Router *cluster.Router
+	// SessionRouting, with Router, routes session calls to the replica
+	// holding the session (session_route.go).
+	SessionRouting *SessionRouting
 }
 
 // Server serves the REST API, the seed API and MCP over one listener.
@@ -154,6 +157,9 @@ func NewServer(opts Options) (*Server, error) {
 	// Sessions bypass the run admission limit (a cell is not a new
 	// process; the sessions' own cap applies).
 	s.sx, _ = opts.Executor.(executor.SessionExecutor)
+	if s.sx != nil && opts.Router != nil && opts.SessionRouting != nil {
+		s.sx = &routedSessions{SessionExecutor: s.sx, rt: *opts.SessionRouting, router: opts.Router, token: opts.Token, peers: map[string]*Client{}}
+	}
 	s.adm = &admitted{Executor: opts.Executor, sessionMethods: sessionMethods{s.sx}, m: s.m, runs: s.runs, limit: int64(max(opts.MaxInFlight, 0))}
 	s.ex = s.adm
 	if jx, ok := opts.Executor.(executor.JobExecutor); ok {

@@ -40,7 +40,14 @@ type SessionList struct {
 	Count    int            `json:"count" jsonschema:"Number of sessions."`
 }
 
-func (s *Server) sessionRoutes(handle func(pattern, name string, o routeOpts, h http.Handler)) {
+func (s *Server) sessionRoutes(handle0 func(pattern, name string, o routeOpts, h http.Handler)) {
+	// A call another replica forwarded is served here, never sent on.
+	handle := func(pattern, name string, o routeOpts, h methods) {
+		for m, f := range h {
+			h[m] = func(w http.ResponseWriter, r *http.Request) { f(w, forwarded(r)) }
+		}
+		handle0(pattern, name, o, h)
+	}
 	handle("/v1/sessions", "sessions", routeOpts{}, methods{http.MethodGet: s.handleListSessions, http.MethodPost: s.handleCreateSession})
 	handle("/v1/sessions/{name}", "session", routeOpts{}, methods{http.MethodGet: s.handleGetSession, http.MethodDelete: s.handleCloseSession})
 	handle("/v1/sessions/{name}/history", "session_history", routeOpts{}, methods{http.MethodGet: s.handleSessionHistory})

@@ -114,6 +114,9 @@ func (m *Manager) recoverOrphans(ctx context.Context) error {
 	if failed > 0 {
 		m.log.Info("marked jobs of a dead pyexec process as failed", "count", failed)
 	}
+	if err := m.recoverSessions(ctx); err != nil {
+		return err
+	}
 	m.removeDeadOwnerLocks()
 	return nil
 }

@@ -52,6 +52,22 @@ var migrations = []string{
 	CREATE INDEX jobs_status ON jobs(status, created_at DESC);`,
 	// The Manager (process) running a job: see owner.go.
 	`ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
+	// Live Python sessions (sessions.go): the restart record. Names are
+	// per owner (each process sharing the state dir has its own).
+	`CREATE TABLE sessions (
+		owner           TEXT NOT NULL,
+		name            TEXT NOT NULL,
+		label           TEXT NOT NULL DEFAULT '',
+		settings        TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		lost_reason     TEXT NOT NULL DEFAULT '',
+		lost_detail     TEXT NOT NULL DEFAULT '',
+		execution_count INTEGER NOT NULL DEFAULT 0,
+		created_at      INTEGER NOT NULL,
+		last_used_at    INTEGER NOT NULL,
+		peak_memory     INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (owner, name)
+	);`,
 }
 
 func dsn(path string, readOnly bool) string {
@@ -155,13 +171,7 @@ func jsonOrNil(v any) (any, error) {
 // redact returns a copy of req whose env_vars values are replaced: the store
 // is a plain file and those values are often credentials.
 func redact(req engine.Request) engine.Request {
-	if len(req.EnvVars) > 0 {
-		m := make(map[string]string, len(req.EnvVars))
-		for k := range req.EnvVars {
-			m[k] = "[redacted]"
-		}
-		req.EnvVars = m
-	}
+	req.EnvVars = engine.RedactEnv(req.EnvVars)
 	return req
 }
 

@@ -69,6 +69,22 @@ var migrations = []string{
 		max_slots     integer NOT NULL DEFAULT 0,
 		warm_envs     text[] NOT NULL DEFAULT '{}'
 	);`,
+	// Live Python sessions: a name is claimed once across the replica set
+	// (the primary key); owner is the node whose process holds it.
+	`CREATE TABLE pyexec_sessions (
+		name            text PRIMARY KEY,
+		owner           text NOT NULL,
+		label           text NOT NULL DEFAULT '',
+		settings        text NOT NULL,
+		status          text NOT NULL,
+		lost_reason     text NOT NULL DEFAULT '',
+		lost_detail     text NOT NULL DEFAULT '',
+		execution_count integer NOT NULL DEFAULT 0,
+		created_at      bigint NOT NULL,
+		last_used_at    bigint NOT NULL,
+		peak_memory     bigint NOT NULL DEFAULT 0
+	);
+	CREATE INDEX pyexec_sessions_owner ON pyexec_sessions (owner) WHERE status IN ('idle', 'busy');`,
 }
 
 // Version is the schema version this binary migrates to.

@@ -88,9 +88,10 @@ type Info struct {
 	Name           string    `json:"session" jsonschema:"The session's name."`
 	Label          string    `json:"label,omitempty" jsonschema:"The label it was created with."`
 	Status         string    `json:"status" jsonschema:"idle, busy (running a cell), lost (its interpreter ended; lost_reason says why) or closed."`
-	LostReason     string    `json:"lost_reason,omitempty" jsonschema:"Why a lost session ended: timeout, interrupt_failed, memory, processes, cpu, file_size, killed, crashed, exited, max_lifetime or server_restarted."`
+	LostReason     string    `json:"lost_reason,omitempty" jsonschema:"Why a lost session ended: timeout, interrupt_failed, memory, processes, cpu, file_size, killed, crashed, exited, max_lifetime, server_restarted or node_lost (the replica holding it stopped heartbeating)."`
 	LostDetail     string    `json:"lost_detail,omitempty" jsonschema:"What happened, in words."`
 	Settings       Settings  `json:"settings" jsonschema:"What it was created with."`
+	Node           string    `json:"node,omitempty" jsonschema:"The replica holding the session, when servers share a PostgreSQL store; any replica answers for it."`
 	Installed      []string  `json:"installed,omitempty" jsonschema:"Requirements installed into its package overlay after creation (dependencies of later calls)."`
 	Python         string    `json:"python_version_used,omitempty" jsonschema:"Version of its interpreter."`
 	ExecutionCount int       `json:"execution_count" jsonschema:"Cells run so far."`
