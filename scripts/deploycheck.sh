@@ -37,7 +37,9 @@ assert "--store-file" in c["args"], "the store URL must come from the Secret's f
 assert not any("postgres://" in a for a in c["args"]), "no database URL on the command line"
 env = {e["name"]: e for e in c["env"]}
 assert "secretKeyRef" in env["PYEXEC_TOKEN"]["valueFrom"]
-assert "SYS_ADMIN" in c["securityContext"]["capabilities"]["add"]
+# What the sandbox was seen to need in a real run (scripts/compose-smoke.sh).
+need = {"SETUID", "SETGID", "SYS_ADMIN", "SETPCAP", "SETFCAP", "KILL"}
+assert need <= set(c["securityContext"]["capabilities"]["add"]), c["securityContext"]["capabilities"]
 compose = yaml.safe_load(open(sys.argv[2]))
 svcs = compose["services"]
 replicas = [n for n in svcs if n.startswith("pyexec-")]
@@ -46,6 +48,7 @@ for n in replicas:
     cmd = svcs[n]["command"]
     assert "--store-file" in cmd and f"http://{n}:8080" in cmd, (n, cmd)
     assert "store-url" in svcs[n]["secrets"], n
+    assert need <= set(svcs[n]["cap_add"]), (n, svcs[n]["cap_add"])
 print(f"manifests: {', '.join(kinds)}; compose: {', '.join(sorted(svcs))}")
 PYEOF
 if command -v nginx >/dev/null 2>&1; then

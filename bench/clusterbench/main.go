@@ -36,8 +36,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,19 +63,24 @@ func main() {
 		rounds = flag.Int("rounds", 3, "interleaved rounds; each cell reports its best round's median")
 		lines  = flag.Int("lines", 40, "lines of the cross-node latency job")
 		dir    = flag.String("dir", "", "where workspace and state dirs are made (default: beside pyexec's default state dir)")
+		only   = flag.String("sections", "store,trips,writes,balancer,crossnode", "comma-separated sections to run")
 	)
 	flag.Parse()
 	if *store == "" {
 		fmt.Fprintln(os.Stderr, "clusterbench: give -store postgres://... or set PYEXEC_TEST_PG_URL (scripts/pgtest.sh starts a server)")
 		os.Exit(2)
 	}
-	if err := run(*store, *n, max(*rounds, 1), *lines, *dir); err != nil {
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	if err := run(*store, *n, max(*rounds, 1), *lines, *dir, want); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server string, n, rounds, lines int, dir string) error {
+func run(server string, n, rounds, lines int, dir string, want map[string]bool) error {
 	ctx := context.Background()
 	dbURL, drop, err := newDatabase(server)
 	if err != nil {
@@ -100,7 +107,8 @@ func run(server string, n, rounds, lines int, dir string) error {
 	}
 	defer eng.Close()
 	local := executor.NewLocal(eng, "bench", 0)
-	db, err := pgdb.Open(ctx, dbURL, pgdb.Options{})
+	trips := &tripCounter{}
+	db, err := pgdb.Open(ctx, dbURL, pgdb.Options{Tracer: trips})
 	if err != nil {
 		return err
 	}
@@ -171,28 +179,45 @@ func run(server string, n, rounds, lines int, dir string) error {
 			return err
 		}
 	}
-	fmt.Println("store: a job's store overhead (median per op)")
-	for _, row := range []struct {
-		name       string
-		sqlite, pg func() error
-	}{
-		{"sync job, no-op runner (store only)", syncOp(sqliteNoop), syncOp(pgNoop)},
-		{"background job, no-op runner (store only)", asyncOp(sqliteNoop), asyncOp(pgNoop)},
-		{"sync job, warm print(1) (run_python)", realOp(sqliteReal), realOp(pgReal)},
-	} {
-		a, b, err := pair(n, rounds, row.sqlite, row.pg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", row.name, err)
+	if want["store"] {
+		fmt.Println("store: a job's store overhead (median per op)")
+		for _, row := range []struct {
+			name       string
+			sqlite, pg func() error
+		}{
+			{"sync job, no-op runner (store only)", syncOp(sqliteNoop), syncOp(pgNoop)},
+			{"background job, no-op runner (store only)", asyncOp(sqliteNoop), asyncOp(pgNoop)},
+			{"sync job, warm print(1) (run_python)", realOp(sqliteReal), realOp(pgReal)},
+		} {
+			a, b, err := pair(n, rounds, row.sqlite, row.pg)
+			if err != nil {
+				return fmt.Errorf("%s: %w", row.name, err)
+			}
+			fmt.Printf("  %-44s sqlite %7.3f ms   postgres %7.3f ms   overhead %+7.3f ms (target <= 2 ms)\n", row.name, ms(a), ms(b), ms(b-a))
 		}
-		fmt.Printf("  %-44s sqlite %7.3f ms   postgres %7.3f ms   overhead %+7.3f ms (target <= 2 ms)\n", row.name, ms(a), ms(b), ms(b-a))
+		if ws := eng.WarmStatsIfOn(); ws != nil {
+			fmt.Printf("  (runs so far: %d warm, %d cold %v)\n", ws.Warm, ws.Cold, ws.ColdReasons)
+		}
 	}
-	if ws := eng.WarmStatsIfOn(); ws != nil {
-		fmt.Printf("  (runs so far: %d warm, %d cold %v)\n", ws.Warm, ws.Cold, ws.ColdReasons)
+
+	// --- PostgreSQL round trips per job, by statement
+	if want["trips"] {
+		if err := tripsPerJob(trips, n, []tripRow{
+			{"sync job (run_python), handed off never", syncOp(pgNoop)},
+			{"background job, followed to the end", asyncOp(pgNoop)},
+		}); err != nil {
+			return err
+		}
 	}
 
 	// --- PostgreSQL writes and notifications per job
-	if err := writesPerJob(ctx, db, dbURL, n, syncOp(pgNoop), asyncOp(pgNoop)); err != nil {
-		return err
+	if want["writes"] {
+		if err := writesPerJob(ctx, db, dbURL, n, syncOp(pgNoop), asyncOp(pgNoop)); err != nil {
+			return err
+		}
+	}
+	if !want["balancer"] && !want["crossnode"] {
+		return nil
 	}
 
 	// --- a replica set: three servers on PostgreSQL, one engine each
@@ -206,45 +231,51 @@ func run(server string, n, rounds, lines int, dir string) error {
 			post(u, "print(1)")
 		}
 	}
-	proxy := goBalancer(rs.urls)
-	defer proxy.Close()
-	nginxURL, stopNginx := nginx(rs.urls)
-	defer stopNginx()
-	var direct atomic.Uint64
-	cells := []struct {
-		name string
-		op   func() error
-	}{
-		{"direct to a replica", func() error { return post(rs.urls[direct.Add(1)%3], "print(1)") }},
-		{"through a Go round-robin proxy", func() error { return post(proxy.URL, "print(1)") }},
-	}
-	if nginxURL != "" {
-		cells = append(cells, struct {
+	if want["balancer"] {
+		proxy := goBalancer(rs.urls)
+		defer proxy.Close()
+		nginxURL, stopNginx := nginx(rs.urls)
+		defer stopNginx()
+		var direct atomic.Uint64
+		cells := []struct {
 			name string
 			op   func() error
-		}{"through nginx (deploy/compose/nginx.conf)", func() error { return post(nginxURL, "print(1)") }})
-	}
-	ops := make([]func() error, len(cells))
-	for i := range cells {
-		ops[i] = cells[i].op
-	}
-	meds, err := interleave(n, rounds, ops...)
-	if err != nil {
-		return fmt.Errorf("balancer: %w", err)
-	}
-	fmt.Println("\nbalancer: POST /v1/run print(1), one client (median)")
-	for i, c := range cells {
-		extra := ""
-		if i > 0 {
-			extra = fmt.Sprintf("   adds %+7.3f ms (target <= 1 ms)", ms(meds[i]-meds[0]))
+		}{
+			{"direct to a replica", func() error { return post(rs.urls[direct.Add(1)%3], "print(1)") }},
+			{"through a Go round-robin proxy", func() error { return post(proxy.URL, "print(1)") }},
 		}
-		fmt.Printf("  %-44s %7.3f ms%s\n", c.name, ms(meds[i]), extra)
-	}
-	if nginxURL == "" {
-		fmt.Println("  (nginx not installed: apt-get install nginx-light to measure it)")
+		if nginxURL != "" {
+			cells = append(cells, struct {
+				name string
+				op   func() error
+			}{"through nginx (deploy/compose/nginx.conf)", func() error { return post(nginxURL, "print(1)") }})
+		}
+		ops := make([]func() error, len(cells))
+		for i := range cells {
+			ops[i] = cells[i].op
+		}
+		meds, err := interleave(n, rounds, ops...)
+		if err != nil {
+			return fmt.Errorf("balancer: %w", err)
+		}
+		fmt.Println("\nbalancer: POST /v1/run print(1), one client (median)")
+		for i, c := range cells {
+			extra := ""
+			if i > 0 {
+				extra = fmt.Sprintf("   adds %+7.3f ms (target <= 1 ms)", ms(meds[i]-meds[0]))
+			}
+			fmt.Printf("  %-44s %7.3f ms%s\n", c.name, ms(meds[i]), extra)
+		}
+		if nginxURL == "" {
+			fmt.Println("  (nginx not installed: apt-get install nginx-light to measure it)")
+		}
+
 	}
 
 	// --- cross-node output latency
+	if !want["crossnode"] {
+		return nil
+	}
 	fmt.Printf("\ncrossnode: a line printed -> a waiting reader gets it (%d lines, 100 ms apart)\n", lines)
 	for _, where := range []string{"other", "owner"} {
 		lat, err := crossNode(rs, lines, where)
@@ -583,4 +614,88 @@ func crossNode(rs *replicas, lines int, where string) ([]time.Duration, error) {
 		return nil, fmt.Errorf("no lines read")
 	}
 	return lat, nil
+}
+
+// tripCounter counts the statements pyexec sends (each one round trip),
+// by a short name of the statement.
+type tripCounter struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (t *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.by == nil {
+		t.by = map[string]int{}
+	}
+	t.by[statementName(d.SQL)]++
+	return ctx
+}
+
+func (t *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (t *tripCounter) take() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	by := t.by
+	t.by = nil
+	return by
+}
+
+var _ pgx.QueryTracer = (*tripCounter)(nil)
+
+// statementName is the first words of a statement that tell it apart: the
+// verb and the table, past a WITH.
+func statementName(q string) string {
+	f := strings.Fields(q)
+	if len(f) > 0 && strings.EqualFold(f[0], "WITH") {
+		// WITH u AS (UPDATE pyexec_jobs ... ), i AS (INSERT ...)
+		for i := 1; i+1 < len(f); i++ {
+			if strings.HasPrefix(f[i], "(") {
+				f = append([]string{"WITH"}, f[i:]...)
+				f[1] = strings.TrimPrefix(f[1], "(")
+				break
+			}
+		}
+	}
+	if len(f) > 4 {
+		f = f[:4]
+	}
+	return strings.Join(f, " ")
+}
+
+type tripRow struct {
+	name string
+	op   func() error
+}
+
+// tripsPerJob runs each op n times and prints the statements it sent per
+// job. The background loops (claims, lease renewals) run meanwhile and are
+// counted too: they are part of what a job costs.
+func tripsPerJob(t *tripCounter, n int, rows []tripRow) error {
+	fmt.Println("\ntrips: PostgreSQL statements (round trips) per job, by statement")
+	for _, row := range rows {
+		t.take()
+		start := time.Now()
+		for range n {
+			if err := row.op(); err != nil {
+				return err
+			}
+		}
+		el := time.Since(start)
+		by := t.take()
+		total := 0
+		names := make([]string, 0, len(by))
+		for k, v := range by {
+			names = append(names, k)
+			total += v
+		}
+		sort.Slice(names, func(i, j int) bool { return by[names[i]] > by[names[j]] })
+		fmt.Printf("  %-44s %5.2f round trips per job (%.0f jobs/s, sequential)\n", row.name, float64(total)/float64(n), float64(n)/el.Seconds())
+		for _, k := range names {
+			fmt.Printf("      %5.2f  %s\n", float64(by[k])/float64(n), k)
+		}
+	}
+	return nil
 }

@@ -44,6 +44,8 @@ type liveJob struct {
 	claimed bool     // taken from the shared queue (handed back if never started)
 	fenced  bool     // the lease was lost: the store is no longer ours to write
 	flusher *flusher // copies output to the store while the job runs (guarded by mu)
+	dirty   bool     // an intermediate state waits to be written behind (guarded by mu)
+	saving  bool     // a writeBehind goroutine runs (guarded by mu)
 
 	done chan struct{} // closed once the final state is persisted
 }
@@ -65,7 +67,70 @@ func (lj *liveJob) snapshot(withRequest bool) Job {
 }
 
 // persist writes the newest state of the job to the store.
+//
+// On a shared store an intermediate state (running, the pid, throttled
+// progress) is written behind: persist returns at once and one goroutine
+// per job writes the newest snapshot, so the run does not wait for
+// PostgreSQL and states that come in a burst (running, then the pid a
+// moment later) cost one write. The final state is written before persist
+// returns, after any write in flight (saveMu), and a write behind that
+// finds the job final is skipped: the final write carries everything.
 func (lj *liveJob) persist() error {
+	if lj.m.sh != nil {
+		lj.mu.Lock()
+		behind := !lj.job.Status.Terminal()
+		if behind {
+			lj.dirty = true
+			if lj.saving {
+				lj.mu.Unlock()
+				return nil // the running writer picks the newest state up
+			}
+			lj.saving = true
+		}
+		lj.mu.Unlock()
+		if behind {
+			lj.m.wg.Add(1)
+			go lj.writeBehind()
+			return nil
+		}
+	}
+	return lj.write(false)
+}
+
+// writeBehindDelay is how long an intermediate state waits before it is
+// written: the states of a job's start (running, then its pid) go out as
+// one write, and a job that ends sooner never writes them at all (its
+// final write carries everything). Nothing waits for these writes: the
+// owner answers for its jobs from memory, and other replicas see the job
+// pending, with its owner and lease, until then.
+const writeBehindDelay = 20 * time.Millisecond
+
+// writeBehind writes intermediate states until none is newer than the
+// last one written.
+func (lj *liveJob) writeBehind() {
+	defer lj.m.wg.Done()
+	t := time.NewTimer(writeBehindDelay)
+	select {
+	case <-t.C:
+	case <-lj.done: // final: nothing intermediate left to write
+		t.Stop()
+	}
+	for {
+		lj.mu.Lock()
+		if !lj.dirty {
+			lj.saving = false
+			lj.mu.Unlock()
+			return
+		}
+		lj.dirty = false
+		lj.mu.Unlock()
+		_ = lj.write(true) // logged; the final state is saved (or kept) at the end
+	}
+}
+
+// write saves the job's newest snapshot; with intermediateOnly, nothing
+// when that snapshot is final (its own persist writes it).
+func (lj *liveJob) write(intermediateOnly bool) error {
 	lj.saveMu.Lock()
 	defer lj.saveMu.Unlock()
 	lj.mu.Lock()
@@ -75,6 +140,9 @@ func (lj *liveJob) persist() error {
 		return nil // nothing on disk to update (spill.go)
 	}
 	j := lj.snapshot(false)
+	if intermediateOnly && j.Status.Terminal() {
+		return nil
+	}
 	ctx, cancel := storageContext()
 	defer cancel()
 	err := lj.m.store.update(ctx, &j)
@@ -86,6 +154,31 @@ func (lj *liveJob) persist() error {
 		return err
 	}
 	return nil
+}
+
+// settleWait bounds settle: while the store is unreachable (a database
+// restart, during which the final write is retried for up to a minute)
+// readers get the state in memory rather than wait for it.
+const settleWait = 2 * time.Second
+
+// settle waits, once the run has ended, until its final state is saved
+// (or kept in memory because the store refused it): a reader that sees a
+// job final here may ask any other replica next, whose store must then
+// say the same. The wait is one write at most; before the end it is none.
+func (lj *liveJob) settle(ctx context.Context) {
+	lj.mu.Lock()
+	finished := lj.finished
+	lj.mu.Unlock()
+	if !finished {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-lj.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // broadcastLocked wakes every long-poll waiting on this job. Callers hold lj.mu.

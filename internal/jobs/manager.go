@@ -378,7 +378,13 @@ func (m *Manager) start(ctx context.Context, req engine.Request, label string, a
 // Get returns a job's current metadata, including its (redacted) request.
 func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 	if lj := m.lookup(id); lj != nil {
+		lj.settle(ctx)
 		return lj.snapshot(true), nil
+	}
+	if m.sh != nil {
+		if r, ok := m.sh.recentJob(id); ok {
+			return r.job, nil
+		}
 	}
 	return m.store.get(ctx, id)
 }
@@ -494,6 +500,9 @@ func (m *Manager) Prune(ctx context.Context, opts PruneOptions) (PruneResult, er
 		}
 	}
 	m.mu.Unlock()
+	if m.sh != nil {
+		m.sh.forgetRecent(kept...)
+	}
 	removed, err := m.store.deleteFinished(ctx, kept)
 	if err != nil {
 		return PruneResult{Removed: removed}, err

@@ -71,18 +71,13 @@ type outputState struct {
 
 func (m *Manager) outputState(ctx context.Context, id string) (outputState, error) {
 	if lj := m.lookup(id); lj != nil {
-		lj.mu.Lock()
-		defer lj.mu.Unlock()
-		st := outputState{status: lj.job.Status, final: lj.job.Status.Terminal(), changed: lj.changed}
-		if lj.stdout != nil {
-			st.stdout = lj.stdout.state()
-		}
-		if lj.stderr != nil {
-			st.stderr = lj.stderr.state()
-		}
-		return st, nil
+		lj.settle(ctx)
+		return lj.outputState(), nil
 	}
 	if m.sh != nil {
+		if r, ok := m.sh.recentJob(id); ok {
+			return r.outputState(), nil
+		}
 		return m.sh.outputState(ctx, id)
 	}
 	j, err := m.store.get(ctx, id)
@@ -100,6 +95,20 @@ func (m *Manager) outputState(ctx context.Context, id string) (outputState, erro
 		return outputState{}, fmt.Errorf("job %s stderr: %w", id, err)
 	}
 	return st, nil
+}
+
+// outputState is the job's output as this process has it (its logs).
+func (lj *liveJob) outputState() outputState {
+	lj.mu.Lock()
+	defer lj.mu.Unlock()
+	st := outputState{status: lj.job.Status, final: lj.job.Status.Terminal(), changed: lj.changed}
+	if lj.stdout != nil {
+		st.stdout = lj.stdout.state()
+	}
+	if lj.stderr != nil {
+		st.stderr = lj.stderr.state()
+	}
+	return st
 }
 
 // Output returns the job's output after the cursor's offsets, and the

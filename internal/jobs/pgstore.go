@@ -86,6 +86,48 @@ func (s *pgStore) insert(ctx context.Context, j *Job, owner string) error {
 	return nil
 }
 
+// enqueue adds a background job in one round trip: the queue-length check
+// (refused past maxQueue), the choice between running it here (nothing is
+// queued and here says this node has a free slot: claimed at once with
+// epoch 1) and leaving it in the shared queue (whose claimers it wakes),
+// and the insert. It reports whether the job was inserted, owned by this
+// node, and how many jobs were queued before it.
+func (s *pgStore) enqueue(ctx context.Context, j *Job, here bool, maxQueue int) (inserted, owned bool, queued int, err error) {
+	req, err := json.Marshal(redact(*j.Request))
+	if err != nil {
+		return false, false, 0, fmt.Errorf("encode request of job %s: %w", j.ID, err)
+	}
+	full, err := json.Marshal(j.Request)
+	if err != nil {
+		return false, false, 0, fmt.Errorf("encode request of job %s: %w", j.ID, err)
+	}
+	var owner sql.NullString
+	err = s.db.Fast.QueryRowContext(ctx, `WITH q AS (SELECT count(*) AS n FROM pyexec_jobs WHERE status='pending' AND owner=''),
+		i AS (INSERT INTO pyexec_jobs (id, label, status, created_at, timeout_seconds, request, owner, epoch,
+			lease_until, env_key, run_request)
+			SELECT $1, $2, $3, $4, $5, $6,
+				CASE WHEN q.n = 0 AND $7 THEN $8 ELSE '' END,
+				CASE WHEN q.n = 0 AND $7 THEN 1 ELSE 0 END,
+				CASE WHEN q.n = 0 AND $7 THEN now() + $9::interval END,
+				$10, $11
+			FROM q WHERE q.n < $12 RETURNING owner)
+		SELECT q.n, i.owner FROM q LEFT JOIN i ON true
+		LEFT JOIN LATERAL (SELECT pg_notify($13, '') WHERE i.owner = '') AS nt ON true`,
+		j.ID, j.Label, string(j.Status), nanos(j.CreatedAt), j.TimeoutSeconds, string(req), here, s.node,
+		interval(s.bound), envKey(*j.Request), string(full), maxQueue, queueChannel).Scan(&queued, &owner)
+	if err != nil {
+		return false, false, 0, fmt.Errorf("insert job %s: %w", j.ID, err)
+	}
+	if !owner.Valid {
+		return false, false, queued, nil
+	}
+	if owner.String != "" {
+		j.epoch = 1
+		return true, true, queued, nil
+	}
+	return true, false, queued, nil
+}
+
 // update writes every mutable field of j, fenced by this node's claim.
 func (s *pgStore) update(ctx context.Context, j *Job) error {
 	progress, err := jsonOrNil(j.Progress)
@@ -291,13 +333,6 @@ func (s *pgStore) count(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count jobs: %w", err)
 	}
 	return n, nil
-}
-
-// pendingShared counts jobs waiting in the shared queue.
-func (s *pgStore) pendingShared(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.SQL.QueryRowContext(ctx, `SELECT count(*) FROM pyexec_jobs WHERE status='pending' AND owner=''`).Scan(&n)
-	return n, err
 }
 
 // affinityWait is how long a queued job waits for a free node that has its

@@ -89,7 +89,10 @@ type shared struct {
 
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // closed when a job of another node changes
-	warm    []string                 // env keys of environments built here, newest last
+	recent  map[string]recentJob     // background jobs that ended here lately (recentKeep)
+	// recentSwept is when expired entries of recent were last removed.
+	recentSwept time.Time
+	warm        []string // env keys of environments built here, newest last
 }
 
 func openShared(ctx context.Context, cfg Config, m *Manager) error {
@@ -109,6 +112,7 @@ func openShared(ctx context.Context, cfg Config, m *Manager) error {
 		st:      &pgStore{db: db, node: m.owner, bound: cfg.NodeLostAfter},
 		kick:    make(chan struct{}, 1),
 		waiters: map[string]chan struct{}{},
+		recent:  map[string]recentJob{},
 	}
 	m.store, m.sh = sh.st, sh
 	return nil
@@ -275,37 +279,43 @@ func (sh *shared) wakeClaimer() {
 	}
 }
 
-// enqueue puts a new job in the shared queue.
+// enqueue puts a new job in the shared queue, or runs it here at once
+// when nothing waits in the queue and this node has a free slot (and the
+// job's environment, if it needs one): claimed from the start, without a
+// round through the queue. One statement decides and inserts (pgStore.enqueue).
 func (sh *shared) enqueue(ctx context.Context, lj *liveJob) error {
 	m := sh.m
-	n, err := sh.st.pendingShared(ctx)
-	if err != nil {
-		return fmt.Errorf("jobs: start: %w", err)
-	}
-	if n >= m.cfg.MaxQueue {
-		return fmt.Errorf("%w (%d pending across the replicas; limit: --max-queue %d)", ErrBusy, n, m.cfg.MaxQueue)
-	}
-	// Nothing waits in the queue and this node has a free slot (and the
-	// job's environment, if it needs one): it runs here at once, claimed
-	// from the start, without a round through the queue.
 	key := envKey(lj.req)
 	m.mu.Lock()
-	if n == 0 && !m.closed && m.running+len(m.queue) < m.cfg.MaxConcurrent && (key == "" || sh.isWarm(key)) {
-		defer m.mu.Unlock()
-		if err := sh.st.insert(ctx, &lj.job, m.owner); err != nil {
-			return fmt.Errorf("jobs: start: %w", err)
-		}
+	here := !m.closed && m.running+len(m.queue) < m.cfg.MaxConcurrent && (key == "" || sh.isWarm(key))
+	if !here {
+		// Not ours to run now: no need to hold the dispatcher while the
+		// database answers.
+		m.mu.Unlock()
+	}
+	inserted, owned, queued, err := sh.st.enqueue(ctx, &lj.job, here, m.cfg.MaxQueue)
+	switch {
+	case err != nil:
+	case !inserted:
+		err = fmt.Errorf("%w (%d pending across the replicas; limit: --max-queue %d)", ErrBusy, queued, m.cfg.MaxQueue)
+	case owned:
 		lj.claimed = true
 		m.live[lj.job.ID] = lj
 		m.queue = append(m.queue, lj)
 		m.dispatchLocked()
-		return nil
 	}
-	m.mu.Unlock()
-	if err := sh.st.insert(ctx, &lj.job, ""); err != nil { // notifies the queue
+	if here {
+		m.mu.Unlock()
+	}
+	if err != nil {
+		if errors.Is(err, ErrBusy) {
+			return err
+		}
 		return fmt.Errorf("jobs: start: %w", err)
 	}
-	sh.wakeClaimer()
+	if !owned {
+		sh.wakeClaimer()
+	}
 	return nil
 }
 
@@ -582,6 +592,12 @@ type outputTail struct {
 // flush writes what the logs hold beyond what was flushed, and says
 // whether there was anything.
 func (f *flusher) flush(ctx context.Context) (bool, error) {
+	f.lj.mu.Lock()
+	finished := f.lj.finished
+	f.lj.mu.Unlock()
+	if finished {
+		return false, nil // the final write carries the rest (finishFlush)
+	}
 	t, j, err := f.pending()
 	if err != nil || t == nil {
 		return false, err
@@ -663,6 +679,82 @@ func (sh *shared) finishFlush(lj *liveJob) {
 	lj.mu.Unlock()
 }
 
+// recentKeep is how long the replica that ran a background job answers
+// reads of it (status, output) from memory once it ended, instead of from
+// the store: a client following a job asks for its state and last output
+// right after the end, and the store holds the same final state (written
+// before the job left the live map). A job deleted here (prune, a sync
+// run's forget) leaves at once; one pruned on another replica is seen
+// gone here at most this late.
+const recentKeep = 5 * time.Second
+
+// recentJob is what reads of a recently ended job need: no result, no
+// log writers, so thousands of them cost little.
+type recentJob struct {
+	job            Job // with its redacted request
+	stdout, stderr logState
+	until          time.Time
+}
+
+func (r recentJob) outputState() outputState {
+	return outputState{status: r.job.Status, final: true, stdout: r.stdout, stderr: r.stderr}
+}
+
+// recentJob returns a background job that ended here within recentKeep.
+func (sh *shared) recentJob(id string) (recentJob, bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r, ok := sh.recent[id]
+	if ok && time.Now().After(r.until) {
+		delete(sh.recent, id)
+		return recentJob{}, false
+	}
+	return r, ok
+}
+
+func (sh *shared) forgetRecent(ids ...string) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, id := range ids {
+		delete(sh.recent, id)
+	}
+}
+
+// rememberRecent keeps a background job whose final state this node wrote.
+func (sh *shared) rememberRecent(lj *liveJob) {
+	lj.mu.Lock()
+	keep := lj.claimed && !lj.fenced && !lj.inMemory && lj.job.Status.Terminal()
+	var r recentJob
+	if keep {
+		r.job = lj.job
+		if lj.stdout != nil {
+			r.stdout = lj.stdout.state()
+		}
+		if lj.stderr != nil {
+			r.stderr = lj.stderr.state()
+		}
+	}
+	lj.mu.Unlock()
+	if !keep || sh.m.lookupUnsaved(r.job.ID) != nil { // not saved: lookup has it
+		return
+	}
+	r.job = lj.snapshot(true) // the request redacted, as the store has it
+	r.job.tail = nil
+	now := time.Now()
+	r.until = now.Add(recentKeep)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if now.Sub(sh.recentSwept) > recentKeep {
+		for id, old := range sh.recent {
+			if now.After(old.until) {
+				delete(sh.recent, id)
+			}
+		}
+		sh.recentSwept = now
+	}
+	sh.recent[r.job.ID] = r
+}
+
 // afterFinal runs once a job's final state is in the store: its local logs
 // are a spool only (every replica reads the store), so they go after a
 // minute, when no reader of the live job can still hold them.
@@ -670,6 +762,7 @@ func (sh *shared) afterFinal(lj *liveJob) {
 	if res := lj.result; res != nil && (res.ExecutionStrategy == "uv-env" || res.ExecutionStrategy == "uv-project") {
 		sh.rememberEnv(envKey(lj.req))
 	}
+	sh.rememberRecent(lj)
 	dir := jobDir(sh.m.cfg.StateDir, lj.job.ID)
 	time.AfterFunc(time.Minute, func() { os.RemoveAll(dir) })
 }

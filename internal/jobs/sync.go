@@ -189,6 +189,9 @@ func (m *Manager) forget(id string) {
 		return
 	}
 	m.mu.Unlock()
+	if m.sh != nil {
+		m.sh.forgetRecent(id)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := m.store.deleteFinished(ctx, []string{id}); err != nil {

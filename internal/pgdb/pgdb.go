@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -65,6 +66,15 @@ type Options struct {
 	// MaxConns bounds each pool (default 16).
 	MaxConns int
 	Logger   *slog.Logger
+	// ConnectWait is how long Open keeps trying a server it cannot reach
+	// yet (connection refused, its name not resolvable): one starting beside
+	// pyexec, as in compose or a pod whose database comes up with it.
+	// Default 60 s; errors from a server that answers (a wrong password, no
+	// such database) fail at once.
+	ConnectWait time.Duration
+	// Tracer, when set, sees every statement of both pools (the benchmark
+	// counts round trips per job with it).
+	Tracer pgx.QueryTracer
 }
 
 // Open connects to the database at rawURL and migrates it to the newest
@@ -83,6 +93,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Tracer != nil {
+		cfg.Tracer = opts.Tracer
+	}
 	fastCfg := cfg.Copy()
 	fastCfg.RuntimeParams["synchronous_commit"] = "off"
 	db := &DB{SQL: stdlib.OpenDB(*cfg), Fast: stdlib.OpenDB(*fastCfg), cfg: cfg, log: opts.Logger}
@@ -91,17 +104,56 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		p.SetMaxIdleConns(opts.MaxConns)
 		p.SetConnMaxIdleTime(5 * time.Minute)
 	}
+	if opts.ConnectWait <= 0 {
+		opts.ConnectWait = 60 * time.Second
+	}
+	if err := db.waitReachable(ctx, opts.ConnectWait, rawURL); err != nil {
+		db.Close()
+		return nil, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := db.SQL.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store %s: cannot connect: %w", Redact(rawURL), err)
-	}
 	if err := migrate(pctx, db.SQL); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", Redact(rawURL), err)
 	}
 	return db, nil
+}
+
+// waitReachable pings the server until it answers, for up to wait while
+// it cannot be reached at all.
+func (db *DB) waitReachable(ctx context.Context, wait time.Duration, rawURL string) error {
+	deadline := time.Now().Add(wait)
+	backoff := 100 * time.Millisecond
+	for logged := false; ; {
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := db.SQL.PingContext(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !unreachable(err) || time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("store %s: cannot connect: %w", Redact(rawURL), err)
+		}
+		if !logged {
+			db.log.Warn("waiting for PostgreSQL to accept connections", "store", Redact(rawURL), "err", err, "for", wait)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store %s: cannot connect: %w", Redact(rawURL), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// unreachable reports whether err says the server could not be reached
+// (refused, unresolvable, timed out) rather than that it answered no.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns)
 }
 
 // Close closes both pools.

@@ -2,6 +2,10 @@ package pgdb_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -95,3 +99,87 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenWaitsForServer: a database that is not listening yet (it starts
+// beside pyexec) is waited for; one that answers "no" fails at once.
+func TestOpenWaitsForServer(t *testing.T) {
+	target, err := url.Parse(pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A free loopback port on which nothing listens until Open has said
+	// it is waiting; then a proxy to the real server starts there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	late := *target
+	late.Host = addr
+	waiting := make(chan struct{})
+	var once sync.Once
+	logger := slog.New(handlerFunc(func(r slog.Record) {
+		if strings.Contains(r.Message, "waiting for PostgreSQL") {
+			once.Do(func() { close(waiting) })
+		}
+	}))
+	opened := make(chan error, 1)
+	go func() {
+		db, err := pgdb.Open(context.Background(), late.String(), pgdb.Options{Logger: logger, ConnectWait: time.Minute})
+		if err == nil {
+			db.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-opened:
+		t.Fatalf("Open returned (%v) before waiting for a server that was not listening", err)
+	}
+	proxy, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", target.Host)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go io.Copy(s, c)
+				io.Copy(c, s)
+			}()
+		}
+	}()
+	if err := <-opened; err != nil {
+		t.Fatalf("Open after the server came up: %v", err)
+	}
+
+	// A server that answers and refuses: no waiting.
+	missing := *target
+	missing.Path = "/no_such_database_here"
+	waited := false
+	quiet := slog.New(handlerFunc(func(r slog.Record) { waited = waited || strings.Contains(r.Message, "waiting") }))
+	if _, err := pgdb.Open(context.Background(), missing.String(), pgdb.Options{Logger: quiet, ConnectWait: time.Minute}); err == nil {
+		t.Fatal("Open of a missing database succeeded")
+	} else if waited {
+		t.Fatalf("Open waited for a server that answered: %v", err)
+	}
+}
+
+// handlerFunc is a slog.Handler that calls fn for every record.
+type handlerFunc func(slog.Record)
+
+func (f handlerFunc) Enabled(context.Context, slog.Level) bool      { return true }
+func (f handlerFunc) Handle(_ context.Context, r slog.Record) error { f(r); return nil }
+func (f handlerFunc) WithAttrs([]slog.Attr) slog.Handler            { return f }
+func (f handlerFunc) WithGroup(string) slog.Handler                 { return f }
