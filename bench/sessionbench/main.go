@@ -39,14 +39,15 @@ func main() {
 	nCreate := flag.Int("n-create", 30, "sessions created for the creation rows")
 	pandas := flag.Bool("pandas", true, "measure the import pandas rows (installs pandas with uv)")
 	idle := flag.Int("idle", 32, "idle sessions for the memory row")
+	mpl := flag.Bool("matplotlib", true, "measure the figure rows (installs matplotlib with uv)")
 	flag.Parse()
-	if err := run(*n, *nCreate, *idle, *pandas); err != nil {
+	if err := run(*n, *nCreate, *idle, *pandas, *mpl); err != nil {
 		fmt.Fprintln(os.Stderr, "sessionbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, nCreate, idle int, pandas bool) error {
+func run(n, nCreate, idle int, pandas, mpl bool) error {
 	ctx := context.Background()
 	base := filepath.Dir(engine.DefaultStateDir())
 	if err := os.MkdirAll(base, 0o755); err != nil {
@@ -203,6 +204,60 @@ func run(n, nCreate, idle int, pandas bool) error {
 		})})
 		use.note = fmt.Sprintf("%+.2f ms vs the trivial cell (target <= 3 ms)", float64(median(use.samples)-median(triv.samples))/1e6)
 		pandasRows = append(pandasRows, triv, use)
+	}
+
+	if mpl {
+		deps := []string{"matplotlib"}
+		if _, err := call("run_python", map[string]any{"code": "import matplotlib", "dependencies": deps, "timeout": 600}); err != nil {
+			return err
+		}
+		setup := "import matplotlib.pyplot as plt\nx = 0"
+		for _, name := range []string{"mpl", "mploff"} {
+			args := map[string]any{"session": name, "dependencies": deps}
+			if name == "mploff" {
+				args["env_vars"] = map[string]string{"PYEXEC_CAPTURE_IMAGES": "0"}
+			}
+			if _, err := call("session_create", args); err != nil {
+				return err
+			}
+			if _, err := call("run_python", map[string]any{"session": name, "code": setup}); err != nil {
+				return err
+			}
+		}
+		triv := add(&row{id: "m1", name: "trivial cell in a session that imported matplotlib.pyplot", samples: sample(n, func() error {
+			_, err := call("run_python", map[string]any{"session": "mpl", "code": "x += 1; x"})
+			return err
+		})})
+		draw := "plt.figure(figsize=(6.4, 4.8))\nplt.plot([1, 3, 2])\nplt.title('bench')\nNone"
+		fig := add(&row{id: "m2", name: "cell drawing one 640x480 figure, captured at the cell's end (PNG inline in the result)", samples: sample(max(10, n/2), func() error {
+			out, err := call("run_python", map[string]any{"session": "mpl", "code": draw})
+			if err == nil && len(out["images"].([]any)) != 1 {
+				err = fmt.Errorf("no image: %v", out)
+			}
+			return err
+		})})
+		off := add(&row{id: "m3", name: "the same cell with image capture off (PYEXEC_CAPTURE_IMAGES=0: the figure is not rendered)", samples: sample(max(10, n/2), func() error {
+			_, err := call("run_python", map[string]any{"session": "mploff", "code": draw + "\nplt.close('all')"})
+			return err
+		})})
+		// A cell that draws its figure itself (as savefig or a canvas draw
+		// does): the capture then encodes what was drawn.
+		drawn := draw + "\nplt.gcf().canvas.draw()"
+		fig2 := add(&row{id: "m4", name: "cell drawing one 640x480 figure and rendering it itself (canvas.draw()), captured at the cell's end", samples: sample(max(10, n/2), func() error {
+			out, err := call("run_python", map[string]any{"session": "mpl", "code": drawn})
+			if err == nil && len(out["images"].([]any)) != 1 {
+				err = fmt.Errorf("no image: %v", out)
+			}
+			return err
+		})})
+		off2 := add(&row{id: "m5", name: "the same cell with image capture off", samples: sample(max(10, n/2), func() error {
+			_, err := call("run_python", map[string]any{"session": "mploff", "code": drawn + "\nplt.close('all')"})
+			return err
+		})})
+		fig.note = fmt.Sprintf("%+.2f ms vs the trivial cell, %+.2f ms vs capture off (m3): the capture draws the figure", float64(median(fig.samples)-median(triv.samples))/1e6, float64(median(fig.samples)-median(off.samples))/1e6)
+		fig2.note = fmt.Sprintf("%+.2f ms vs capture off (m5): the capture only encodes (target for runs: <= 15 ms)", float64(median(fig2.samples)-median(off2.samples))/1e6)
+		call("session_close", map[string]any{"session": "mpl"})
+		call("session_close", map[string]any{"session": "mploff"})
 	}
 
 	// Memory: the server's RSS and the idle sessions' private memory.

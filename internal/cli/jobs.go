@@ -44,7 +44,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.syncBudget = secondsFlag{d: jobs.DefaultSyncBudget, zeroMeans: "never hand off"}
 	fs.Var(&f.syncBudget, "sync-budget", "seconds a sync run_python waits before handing the run off to a background job (0: never hand off)")
 	f.jobTimeout = secondsFlag{d: jobs.DefaultJobTimeout, zeroMeans: "no time limit"}
-	fs.Var(&f.jobTimeout, "job-timeout", "time limit in seconds of a background job, and of every run_python call (0: none); a request's own shorter timeout still applies")
+	fs.Var(&f.jobTimeout, "job-timeout", "time limit in seconds of a background job, and of every run_python call and session cell, which can continue as jobs (0: none); a request's own shorter timeout still applies")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", 2*runtime.NumCPU(), "most jobs (and job-backed sync runs) running at once; the rest wait as pending")
 	fs.IntVar(&f.maxQueue, "max-queue", 100, "most pending jobs; past it new runs are refused as busy")
 	fs.IntVar(&f.resultChars, "max-result-chars", present.DefaultBudget, "characters an MCP tool result carries by default (output over it is cut in the middle, the full output kept as a job); a call's max_output_chars may lower it or raise it up to 10 times this")

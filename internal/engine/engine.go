@@ -154,6 +154,14 @@ func (e *Engine) RunWith(ctx context.Context, req Request, obs Observer, x Extra
 	if x.prepared != nil {
 		x.prepared(p)
 	}
+	if x.Dedicated {
+		// A session: each cell has its own span (RunCell). One for the
+		// session's whole life would mark every other run's changes as
+		// concurrent while it is open.
+		res, err := e.execute(ctx, p, obs)
+		res.ResolvedDependencies = p.uv.resolvedDependencies()
+		return res, err
+	}
 	span := e.watch.Begin()
 	res, err := e.execute(ctx, p, obs)
 	changes, note := span.End(p.rights)

@@ -95,9 +95,13 @@ func outputDir(tmpDir string) string { return filepath.Join(tmpDir, outputDirNam
 // temp dir: what it could read, it could have printed anyway), bounded in
 // size, and only decoded as JSON and base64.
 func collectOutputs(tmpDir string) RunOutputs {
+	return collectOutputsIn(outputDir(tmpDir), tmpRights(tmpDir))
+}
+
+// collectOutputsIn reads the records in dir (a run's output dir, or one
+// session cell's) with rights.
+func collectOutputsIn(dir string, rights workspace.Rights) RunOutputs {
 	var out RunOutputs
-	dir := outputDir(tmpDir)
-	rights := tmpRights(tmpDir)
 	f, err := workspace.OpenBeneath(dir, "events.jsonl", rights)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {

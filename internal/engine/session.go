@@ -30,6 +30,21 @@ type CellResult struct {
 	// Exited is set when the cell called sys.exit(): the session is over.
 	Exited         *int    `json:"exited,omitempty"`
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
+
+	// Display is what the cell displayed, in order: display() and
+	// IPython.display, plt.show(), the last expression's value in rich
+	// form (source "result", when it has more than its repr) and the
+	// figures still open at its end (then closed), as MIME bundles.
+	Display []Display `json:"display,omitempty"`
+	// Files are the workspace files the cell created or changed.
+	Files       []FileChange `json:"files,omitempty"`
+	FilesNote   string       `json:"files_note,omitempty"`
+	OutputNotes []string     `json:"output_notes,omitempty"`
+	// Sandbox is the session's confinement, as Result.Sandbox says it.
+	Sandbox string `json:"sandbox,omitempty"`
+	// LimitExceeded names the resource limit the cell's exception comes
+	// from (file_size, processes, memory), as Result.LimitExceeded.
+	LimitExceeded string `json:"limit_exceeded,omitempty"`
 }
 
 // ErrSessionEnded says the session's interpreter is gone; SessionProcess.End

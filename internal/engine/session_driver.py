@@ -11,7 +11,7 @@
 #                            or b"I" N: cell N is interrupted (SIGINT follows)
 #   driver -> server:        {"kind": "done", "n": N, "result": REPR|null,
 #                             "error": {ename, evalue, traceback}|null,
-#                             "interrupted": bool}
+#                             "interrupted": bool, "outputs": COUNT}
 #                            or {"kind": "exit", "n": N, "code": CODE} when
 #                            the cell raised SystemExit (the session ends)
 #
@@ -24,6 +24,16 @@
 # During a cell, fds 1 and 2 are the cell's pipes; afterwards they go back to
 # the run's own stdout and stderr, so what a process the cell left running
 # prints later is kept in the session's log, not lost.
+#
+# Rich outputs: the run's display machinery (pyexec_rt, installed before
+# this driver started, as for any run) records what a cell displays --
+# display(), IPython.display, plt.show() -- into a directory of the cell's
+# own (OUTPUT_DIR/cell-N), as a run's go into OUTPUT_DIR. At the cell's end
+# the driver adds, as IPython's inline backend does, the rich form of the
+# last expression's value (when it has more than a repr) and the figures
+# still open (then closed). "outputs" counts the records: the server reads
+# the cell's directory only when there are some, and the next cell removes
+# it.
 import sys
 import os
 
@@ -158,6 +168,46 @@ def _overlay_files(names):
         sys.path_importer_cache.pop(d, None)
 
 
+def _find_rt(builtins):
+    """The run's pyexec_rt (its module dict), reached through the display()
+    it installed: it is kept out of sys.modules on purpose."""
+    g = getattr(getattr(builtins, "display", None), "__globals__", None)
+    if isinstance(g, dict) and g.get("__name__") == "pyexec_rt" and g.get("_state", {}).get("out"):
+        return g
+    return None
+
+
+def _cell_begin(st, base, n):
+    """Point pyexec_rt's records at cell n's own directory, after removing
+    the previous cell's (the server has read it)."""
+    prev = st.get("out")
+    if st.get("events") and prev and prev != base:
+        try:
+            for name in os.listdir(prev):
+                os.unlink(os.path.join(prev, name))
+            os.rmdir(prev)
+        except OSError:
+            pass
+    st["out"] = base + "/cell-%d" % n
+    st["seq"] = st["events"] = st["figures"] = 0
+    st.pop("figures_note", None)
+
+
+def _cell_figures(rt, st):
+    """Capture the figures still open at the cell's end, then close them."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None or not st.get("images"):
+        return
+    try:
+        if plt.get_fignums():
+            rt["_load"]("pyexec_display").capture_open_figures(plt, st)
+    except BaseException as e:  # noqa: BLE001 - the cell's result stands
+        try:
+            sys.stderr.write("[pyexec: capturing the cell's figures failed: %s]\n" % (e,))
+        except BaseException:  # noqa: BLE001
+            pass
+
+
 def _main():
     import _socket
     import _signal
@@ -217,6 +267,14 @@ def _main():
                 hit = True
 
     overlay = _overlay()
+    rt = _find_rt(builtins)
+    if rt is not None:
+        st = rt["_state"]
+        out_base = st["out"]
+        try:
+            os.mkdir(out_base, 0o700)
+        except OSError:
+            pass
 
     # The user's namespace: a fresh __main__, as `python -i` has.
     main = type(sys)("__main__")
@@ -254,6 +312,8 @@ def _main():
         lc = sys.modules.get("linecache")
         if lc is not None:
             lc.cache[name] = (len(source), None, source.splitlines(True), name)
+        if rt is not None:
+            _cell_begin(st, out_base, n)
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
         for fd in fds:
@@ -292,6 +352,11 @@ def _main():
                     if len(text) > _MAX_REPR:
                         text = text[:_MAX_REPR] + "... [repr cut at %d characters]" % _MAX_REPR
                     reply["result"] = text
+                    if rt is not None and type(value).__module__ != "builtins":
+                        try:
+                            rt["_load"]("pyexec_display").show_result(value, st)
+                        except BaseException as e:  # noqa: BLE001 - the repr stands
+                            sys.stderr.write("[pyexec: the value's rich display failed: %s]\n" % (e,))
             state["in_cell"] = False
         except SystemExit as e:
             state["in_cell"] = False
@@ -339,6 +404,9 @@ def _main():
                 except BaseException:  # noqa: BLE001
                     pass
             os._exit(code if exited else (1 if reply["error"] else 0))
+        if rt is not None and not exited:
+            _cell_figures(rt, st)
+            reply["outputs"] = st.get("events", 0)
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()

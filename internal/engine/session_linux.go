@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 //go:embed session_driver.py
@@ -80,6 +83,7 @@ type sessionMsg struct {
 	Error       *CellError `json:"error"`
 	Interrupted bool       `json:"interrupted"`
 	Code        int        `json:"code"`
+	Outputs     int        `json:"outputs"` // display records the cell left (sessionCellDir)
 }
 
 // StartSession starts a session interpreter for req (its code is ignored:
@@ -329,6 +333,7 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 	var head [4]byte
 	binary.BigEndian.PutUint32(head[:], uint32(len(body)))
 	start := time.Now()
+	span := sp.e.watch.Begin() // before the cell can write anything
 	sp.wmu.Lock()
 	sp.cell.Store(int64(n))
 	_, _, werr := sp.conn.WriteMsgUnix(head[:], unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
@@ -341,6 +346,7 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 	if werr != nil {
 		outR.Close()
 		errR.Close()
+		span.End(sp.prep.rights)
 		return CellResult{}, ErrSessionEnded
 	}
 	stdout, stderr := newCapture(sp.e.cfg.OutputCap), newCapture(sp.e.cfg.OutputCap)
@@ -420,10 +426,20 @@ wait:
 	}
 	res.Stdout, res.StdoutTruncated = stdout.Text()
 	res.Stderr, res.StderrTruncated = stderr.Text()
+	changes, note := span.End(sp.prep.rights)
+	res.Files, res.FilesNote = fileChanges(changes), note
+	res.Sandbox = sandboxSummary(sp.prep.sandbox)
 	if !got {
 		return res, ErrSessionEnded
 	}
 	res.Result, res.Error, res.Interrupted = msg.Result, msg.Error, msg.Interrupted
+	if msg.Outputs > 0 {
+		o := collectOutputsIn(sessionCellDir(sp.prep.tmpDir, n), tmpRights(sp.prep.tmpDir))
+		res.Display, res.OutputNotes = o.Display, o.OutputNotes
+	}
+	if res.Error != nil {
+		res.LimitExceeded = cellLimit(res.Error)
+	}
 	if msg.Kind == "exit" {
 		code := msg.Code
 		res.Exited = &code
@@ -441,4 +457,27 @@ func (sp *SessionProcess) lastWord(n int) (sessionMsg, bool) {
 		}
 	}
 	return sessionMsg{}, false
+}
+
+// sessionCellDir is where the session driver has pyexec_rt record cell n's
+// displays (the driver removes it when the next cell starts).
+func sessionCellDir(tmpDir string, n int) string {
+	return filepath.Join(outputDir(tmpDir), "cell-"+strconv.Itoa(n))
+}
+
+// cellLimit names the resource limit a cell's exception comes from, as
+// sandbox.LimitFromStderr does for a run's stderr: a limit that only fails
+// a call (a file too large, a fork refused, an allocation refused) ends the
+// cell, not the session.
+func cellLimit(e *CellError) string {
+	text := e.Ename + ": " + e.Evalue + "\n" + e.Traceback
+	switch {
+	case strings.Contains(text, "[Errno 27] File too large"):
+		return sandbox.LimitFileSize
+	case e.Ename == "MemoryError":
+		return sandbox.LimitMemory
+	case strings.Contains(text, "[Errno 11] Resource temporarily unavailable") || strings.Contains(text, "can't start new thread"):
+		return sandbox.LimitProcesses
+	}
+	return ""
 }

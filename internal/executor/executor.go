@@ -159,7 +159,7 @@ func TimeoutStory(l Limits) string {
 		if l.JobTimeoutSeconds > 0 {
 			limit = seconds(l.JobTimeoutSeconds) + " (--job-timeout)"
 		}
-		fmt.Fprintf(&b, "run_python calls and background jobs: the request's timeout when it is shorter than the job limit, else the job limit, %s", limit)
+		fmt.Fprintf(&b, "run_python calls (session cells included) and background jobs: the request's timeout when it is shorter than the job limit, else the job limit, %s", limit)
 		if l.SyncBudgetSeconds > 0 {
 			fmt.Fprintf(&b, "; a sync call still running after %s continues as a background job", seconds(l.SyncBudgetSeconds))
 		}

@@ -33,12 +33,18 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 		cell session.CellResult
 		idc  = make(chan string, 1)
 	)
-	run := func(ctx context.Context, _ engine.Request, _ jobs.RunOptions, obs engine.Observer) (engine.Result, error) {
+	run := func(ctx context.Context, _ engine.Request, o jobs.RunOptions, obs engine.Observer) (engine.Result, error) {
 		var id string
 		select {
 		case id = <-idc:
 		case <-ctx.Done():
 			return engine.Result{}, ctx.Err()
+		}
+		req := req
+		// The job's limit, as for run_python's runs: the request's timeout
+		// when it is shorter than the job timeout, else the job timeout.
+		if req.JobTimeout = o.Timeout; req.JobTimeout <= 0 {
+			req.JobTimeout = noLimit
 		}
 		c, err := m.RunObserved(ctx, req, id, obs)
 		mu.Lock()
@@ -48,6 +54,8 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 			return engine.Result{}, err
 		}
 		res := cellJobResult(c)
+		// What the cell displayed becomes the job's artifacts (when it is kept).
+		res.Display, res.Files, res.FilesNote = c.Display, c.Files, c.FilesNote
 		if c.Result != nil && obs != nil { // the value, as the last line of the job's stdout
 			obs.Output(engine.Stdout, []byte(fmt.Sprintf("Out[%d]: %s\n", c.ExecutionCount, *c.Result)))
 		}
@@ -68,6 +76,8 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 	}
 	so := jobs.SyncOptions{Label: label, Budget: time.Duration(req.SyncBudget * float64(time.Second)), Ephemeral: true, Run: run,
 		OnStart: func(j jobs.Job) { idc <- j.ID }}
+	// As for runs: a cell whose output or images do not fit keeps its job.
+	keepFor(&so, req.OutputBudget)
 	if req.OnJob != nil { // an MCP task: the task is the wait, the job is kept
 		so.Budget, so.Ephemeral = 0, false
 		so.OnStart = func(j jobs.Job) { req.OnJob(j.ID); idc <- j.ID }
@@ -84,6 +94,9 @@ func (l *LocalJobs) SessionRun(ctx context.Context, req session.RunRequest, prog
 	if out.Result != nil {
 		mu.Lock()
 		defer mu.Unlock()
+		if out.Kept || req.OnJob != nil {
+			cell.OutputJobID = out.Job.ID
+		}
 		return cell, nil
 	}
 	r := session.CellResult{Session: req.Session, Status: session.StatusBusy, JobID: out.Job.ID, JobStatus: string(out.Job.Status)}

@@ -38,7 +38,7 @@ func (c *Client) SessionRun(ctx context.Context, req session.RunRequest, progres
 	if req.Timeout <= 0 {
 		wait = 15 * time.Minute // the server's default and cap apply there
 	}
-	err := c.jsonCall(ctx, http.MethodPost, sessionPath(req.Session, "/run"), SessionRunRequest{Code: req.Code, Timeout: req.Timeout, SyncBudget: req.SyncBudget, Async: req.Async, Settings: req.Settings}, &out, wait)
+	err := c.jsonCall(ctx, http.MethodPost, sessionPath(req.Session, "/run"), SessionRunRequest{Code: req.Code, Timeout: req.Timeout, SyncBudget: req.SyncBudget, Async: req.Async, OutputBudget: req.OutputBudget, Settings: req.Settings}, &out, wait)
 	return out, sessionError(c, err)
 }
 

@@ -370,17 +370,7 @@ func samePixels(a, b image.Image) bool {
 // through every transport; no imaging library needed (PNGs made with zlib).
 func TestModelSeesImagesBeyondInline(t *testing.T) {
 	_, sessions := modelSessions(t, false)
-	code := `import os, struct, zlib
-def png(w, h, noise):
-    def chunk(t, d):
-        return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
-    row = b'\x00' + (os.urandom(w * 3) if noise else b'\x80' * (w * 3))
-    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))
-            + chunk(b'IDAT', zlib.compress(row * h, 0 if noise else 6)) + chunk(b'IEND', b''))
-class Img:
-    def __init__(self, w, h, noise=0): self.a = (w, h, noise)
-    def _repr_png_(self): return png(*self.a)
-display(Img(640, 640, 1))
+	code := pngCells + `display(Img(640, 640, 1))
 for i in range(9):
     display(Img(8, 8))
 `

@@ -26,10 +26,11 @@ import (
 
 // SessionRunRequest is the body of POST /v1/sessions/{name}/run.
 type SessionRunRequest struct {
-	Code       string  `json:"code" jsonschema:"The cell's Python source."`
-	Timeout    float64 `json:"timeout,omitempty" jsonschema:"The cell's time limit in seconds (default 30, at most the server's maximum); past it the cell gets KeyboardInterrupt, and the session is killed if it does not stop."`
-	SyncBudget float64 `json:"sync_budget,omitempty" jsonschema:"Seconds to wait for the cell before it continues as a background job (the response then has job_id, status busy and the output so far; GET /v1/jobs/{id} follows it). Default 0: wait for the end. Needs the server's job store."`
-	Async      bool    `json:"async,omitempty" jsonschema:"Start the cell as a background job and return its job_id at once. Needs the server's job store."`
+	Code         string  `json:"code" jsonschema:"The cell's Python source."`
+	Timeout      float64 `json:"timeout,omitempty" jsonschema:"The cell's time limit in seconds; past it the cell gets KeyboardInterrupt, and the session is killed if it does not stop. A cell waited for to the end (no sync_budget, not async): default 30, at most the server's maximum. A job-backed cell (sync_budget or async): the job's limit, this value when shorter than the server's --job-timeout (default 3600 s), else --job-timeout."`
+	SyncBudget   float64 `json:"sync_budget,omitempty" jsonschema:"Seconds to wait for the cell before it continues as a background job (the response then has job_id, status busy and the output so far; GET /v1/jobs/{id} follows it). Default 0: wait for the end. Needs the server's job store."`
+	Async        bool    `json:"async,omitempty" jsonschema:"Start the cell as a background job and return its job_id at once. Needs the server's job store."`
+	OutputBudget int     `json:"output_budget,omitempty" jsonschema:"Servers with background jobs: characters of output the caller will show (default 20000). A job-backed cell that finishes with more, or with images that cannot all go inline (over 8, or over 1 MB), keeps its job (output_job_id) so its full output and images stay readable."`
 	session.Settings
 }
 
@@ -113,7 +114,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The client going away cancels the call: the cell gets KeyboardInterrupt.
-	res, err := s.sx.SessionRun(r.Context(), session.RunRequest{Session: r.PathValue("name"), Code: req.Code, Timeout: req.Timeout, SyncBudget: req.SyncBudget, Async: req.Async, Settings: req.Settings}, nil)
+	res, err := s.sx.SessionRun(r.Context(), session.RunRequest{Session: r.PathValue("name"), Code: req.Code, Timeout: req.Timeout, SyncBudget: req.SyncBudget, Async: req.Async, OutputBudget: req.OutputBudget, Settings: req.Settings}, nil)
 	s.reply(w, res, err)
 }
 

@@ -65,8 +65,11 @@ func sessionSuite() []sessionStep {
 				whole, _ := json.Marshal(r)
 				out, _ := s["stdout"].(string)
 				res, _ := s["result"].(string)
-				if len(whole) > 100_000 || !strings.Contains(out, "LAST LINE") || !strings.Contains(out, "cut here") ||
-					!strings.Contains(out, "session://s1/history") || len(res) > 20_000 || s["stdout_truncated"] != true {
+				// The cell's job is kept, as a run's is: the marker and a link
+				// point to its full output.
+				id, _ := s["output_job_id"].(string)
+				if len(whole) > 100_000 || !strings.Contains(out, "LAST LINE") || !strings.Contains(out, "cut here") || id == "" ||
+					!strings.Contains(out, "job://"+id+"/output") || s["output_uri"] != "job://"+id+"/output" || len(res) > 20_000 || s["stdout_truncated"] != true {
 					t.Fatalf("%d bytes of result; stdout %d bytes (%q...), result %d bytes", len(whole), len(out), out[:min(len(out), 200)], len(res))
 				}
 			}},

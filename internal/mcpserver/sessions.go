@@ -25,7 +25,7 @@ type SessionCell struct {
 	Session        string            `json:"session,omitempty" jsonschema:"The session the code ran in (absent for a plain run)."`
 	SessionCreated bool              `json:"session_created,omitempty" jsonschema:"True when this call created the session."`
 	ExecutionCount int               `json:"execution_count,omitempty" jsonschema:"Number of this cell in the session (1 for the first)."`
-	Value          *string           `json:"result,omitempty" jsonschema:"repr() of the cell's last expression, as in a notebook (absent when the cell ends with a statement or the value is None). The value is also bound to _."`
+	Value          *string           `json:"result,omitempty" jsonschema:"repr() of the cell's last expression, as in a notebook (absent when the cell ends with a statement or the value is None). The value is also bound to _. When it has rich forms (a DataFrame, an image, a figure), display also holds it with source result."`
 	Error          *engine.CellError `json:"error,omitempty" jsonschema:"The exception that ended the cell (the session and its variables survive it)."`
 	Interrupted    bool              `json:"interrupted,omitempty" jsonschema:"True when the cell was stopped by KeyboardInterrupt (timeout, session_interrupt or a cancelled request); the session survives."`
 	SessionStatus  string            `json:"session_status,omitempty" jsonschema:"The session's status after the cell: idle, lost (the cell cost the session, see lost_reason) or closed (the cell called sys.exit)."`
@@ -109,8 +109,8 @@ func (t *tools) registerSessions(srv *mcp.Server) {
 	addTool(t, srv, &mcp.Tool{
 		Name:  "session_export",
 		Title: "Export a session as a Jupyter notebook",
-		Description: "Write a session's cells (code, stdout, stderr, results, errors) as a Jupyter notebook (nbformat 4) at a .ipynb path in the workspace, e.g. to hand the analysis to a person. " +
-			"Images and other rich outputs are not captured yet. The notebook is also readable as the resource session://{name}/notebook.",
+		Description: "Write a session's cells as a Jupyter notebook (nbformat 4) at a .ipynb path in the workspace, e.g. to hand the analysis to a person: each cell's code, stdout and stderr streams, what it displayed (figures as PNG images, DataFrames as HTML tables, other rich reprs) as display_data, its value as execute_result and its exception as an error output. " +
+			"The history it is written from keeps the last 200 cells and at most 32 MiB of images (older cells lose theirs first, and the notebook's metadata says what was dropped). The notebook is also readable as the resource session://{name}/notebook.",
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
 	}, t.sessionExport)
 	for _, tmpl := range []*mcp.ResourceTemplate{
@@ -119,7 +119,7 @@ func (t *tools) registerSessions(srv *mcp.Server) {
 		{Name: "session", Title: "Session state", URITemplate: "session://{name}", MIMEType: "application/json",
 			Description: "A session's status, settings, execution_count, created, last used, expires_at, memory now and peak, as JSON."},
 		{Name: "session-history", Title: "Session history", URITemplate: "session://{name}/history", MIMEType: "application/json",
-			Description: "The cells a session ran, oldest first, with their outputs (each cut to 64 KiB), results and errors."},
+			Description: "The cells a session ran (the last 200), oldest first: code, streams (each cut to 64 KiB), result, error, the files each changed and what each displayed as MIME bundles (images base64; at most 32 displays per cell and 32 MiB of images per session, older cells losing theirs first; outputs_note says what a cell lost)."},
 	} {
 		srv.AddResourceTemplate(tmpl, t.readSessionResource)
 	}
@@ -149,7 +149,7 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 	if err != nil {
 		return nil, RunPythonOutput{}, toolError(err)
 	}
-	rr := session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r), Async: in.Mode == "async"}
+	rr := session.RunRequest{Session: in.Session, Code: r.Code, Timeout: r.Timeout, Settings: session.FromRequest(r), Async: in.Mode == "async", OutputBudget: budget}
 	if t.jobs != nil && t.jobs.budget > 0 {
 		rr.SyncBudget = t.jobs.budget.Seconds()
 	}
@@ -166,22 +166,47 @@ func (t *tools) runInSession(ctx context.Context, req *mcp.CallToolRequest, in R
 		return nil, RunPythonOutput{}, toolError(err)
 	}
 	out := cellOutput(cell)
-	fitCell(&out, budget, cell.JobID)
+	where := present.Where{JobID: cell.JobID}
+	if where.JobID == "" {
+		where.JobID = cell.OutputJobID // a finished cell whose job was kept
+	}
+	if where.JobID == "" {
+		where.Note = fmt.Sprintf("the session's history (session://%s/history) keeps the last 64 KiB of each stream; print less, or write large output to a file and read_file it", cell.Session)
+	}
+	cut := fitCell(&out, budget, where)
 	if cell.JobID != "" {
 		return render(in.Rendering, out, func() string { return renderCellJob(out) }), out, nil
 	}
-	return render(in.Rendering, out, func() string { return renderCell(out) }), out, nil
+	return t.presentCell(in, cell, &out, budget, where, cut), out, nil
+}
+
+// presentCell adds to a finished cell's result what it displayed and the
+// files it changed, presented as a run's are (package present): images
+// inline within the same limits, the rest linked to the cell's kept job,
+// and the hint for a known fix.
+func (t *tools) presentCell(in RunPythonInput, cell session.CellResult, out *RunPythonOutput, budget int, where present.Where, cut bool) *mcp.CallToolResult {
+	cv := present.Cell(present.CellInput{Display: cell.Display, Files: cell.Files, FilesNote: cell.FilesNote, Where: where, Budget: budget})
+	out.Result.Display, out.Result.Files, out.Result.FilesNote, out.Result.OutputNotes = cv.Display, cv.Files, cell.FilesNote, cell.OutputNotes
+	out.Result.OutputJobID, out.Result.LimitExceeded = cell.OutputJobID, cell.LimitExceeded
+	out.Extra.Images = cv.Infos
+	out.Extra.Hint = present.CellHint(present.CellHintInput{Session: cell.Session, Error: cell.Error, Stderr: cell.Stderr, Sandbox: cell.Sandbox,
+		LimitExceeded: cell.LimitExceeded, LostReason: cell.LostReason, TimedOut: cell.TimedOut, Code: in.Code})
+	v := present.View{Images: cv.Images, Links: cv.Links}
+	if cut && where.JobID != "" {
+		out.Extra.OutputCut, out.Extra.OutputURI = true, "job://"+where.JobID+"/output"
+		v.Links = append([]present.Link{{URI: out.Extra.OutputURI, Name: "output", Title: "Full output of cell " + fmt.Sprint(cell.ExecutionCount),
+			MIME: "text/plain", Size: cell.StdoutBytes + cell.StderrBytes, Description: "The cell's complete stdout and stderr (up to the job log cap)."}}, v.Links...)
+	}
+	v.Markdown = renderCell(*out, cv.Text)
+	return encodeView(in.Rendering, v, *out)
 }
 
 // fitCell keeps a cell's streams, result and traceback within the result
 // budget, as a plain run's are: head and tail of each stream with a marker
-// saying where the rest is (the cell's job when it was handed off; the
-// session's history keeps the last 64 KiB of each stream otherwise).
-func fitCell(out *RunPythonOutput, budget int, jobID string) {
-	where := present.Where{JobID: jobID}
-	if jobID == "" {
-		where.Note = fmt.Sprintf("the session's history (session://%s/history) keeps the last 64 KiB of each stream; print less, or write large output to a file and read_file it", out.SessionCell.Session)
-	}
+// saying where the rest is (the cell's job when it was handed off or kept;
+// the session's history keeps the last 64 KiB of each stream otherwise).
+// It reports whether a stream was cut.
+func fitCell(out *RunPythonOutput, budget int, where present.Where) bool {
 	var cut bool
 	out.Stdout, out.Stderr, cut = present.CutOutput(out.Stdout, out.Stderr, out.StdoutBytes, out.StderrBytes, budget, where)
 	out.StdoutTruncated = out.StdoutTruncated || cut && int64(len(out.Stdout)) < out.StdoutBytes
@@ -195,6 +220,7 @@ func fitCell(out *RunPythonOutput, budget int, jobID string) {
 	if e := out.SessionCell.Error; e != nil && len(e.Traceback) > rest {
 		e.Traceback = present.Clip(e.Traceback, rest)
 	}
+	return cut
 }
 
 // cellOutput shapes a cell's result as run_python's: the same stdout,
@@ -240,7 +266,9 @@ func renderCellJob(o RunPythonOutput) string {
 	return b.String()
 }
 
-func renderCell(o RunPythonOutput) string {
+// renderCell is a finished cell's markdown; displays is present.Cell's
+// text (what the cell displayed and the files it changed).
+func renderCell(o RunPythonOutput, displays string) string {
 	var b strings.Builder
 	s := o.SessionCell
 	outcome := "ok"
@@ -267,9 +295,30 @@ func renderCell(o RunPythonOutput) string {
 	if s.LostReason != "" {
 		fmt.Fprintf(&b, "**%s**: %s. Its variables are gone; the next call with this name starts a new session.\n", s.LostReason, s.LostDetail)
 	}
+	if o.Extra.Hint != "" {
+		fmt.Fprintf(&b, "**hint**: %s\n", o.Extra.Hint)
+	}
+	if n := len(o.Display); n > 0 {
+		inline := 0
+		for _, im := range o.Extra.Images {
+			if im.Inline {
+				inline++
+			}
+		}
+		fmt.Fprintf(&b, "the cell displayed %d output(s), %d image(s) (%d inline in this result)\n", n, len(o.Extra.Images), inline)
+	}
 	writeStream(&b, "stdout", o.Stdout, o.StdoutBytes, o.StdoutTruncated)
 	writeStream(&b, "stderr", o.Stderr, o.StderrBytes, o.StderrTruncated)
-	if s.Value != nil {
+	rich := 0
+	for i, d := range o.Display {
+		if d.Source == "result" {
+			rich = i + 1
+		}
+	}
+	switch {
+	case s.Value != nil && rich > 0:
+		fmt.Fprintf(&b, "result: Out[%d], shown in rich form as display %d below\n", s.ExecutionCount, rich)
+	case s.Value != nil:
 		fence := present.FenceFor(*s.Value)
 		fmt.Fprintf(&b, "result:\n%s\n%s\n%s\n", fence, *s.Value, fence)
 	}
@@ -277,6 +326,7 @@ func renderCell(o RunPythonOutput) string {
 		fence := present.FenceFor(s.Error.Traceback)
 		fmt.Fprintf(&b, "error: %s: %s\n%s\n%s%s\n", s.Error.Ename, s.Error.Evalue, fence, strings.TrimRight(s.Error.Traceback, "\n")+"\n", fence)
 	}
+	b.WriteString(displays)
 	if s.ExpiresAt != nil {
 		fmt.Fprintf(&b, "session expires at %s unless used\n", s.ExpiresAt.UTC().Format(time.RFC3339))
 	}

@@ -43,7 +43,7 @@ func (r Rendering) markdown() bool { return r.MarkdownOutput == nil || *r.Markdo
 type RunPythonInput struct {
 	engine.Request
 	ScriptName string `json:"script_name,omitempty" jsonschema:"Name of a script saved with save_script to run instead of code or script_path (list_scripts shows them)."`
-	Session    string `json:"session,omitempty" jsonschema:"Run the code as a cell in this live session (1-64 characters of A-Z a-z 0-9 _ . -): variables, imports and data persist between calls with the same session. A name not in use creates the session with this call's settings (session_created: true). Later calls may add dependencies (installed into the session's own overlay, imported at once); other settings are fixed. A cell still running after the sync budget returns a job_id with the output so far (get_job reads the rest; the session stays busy until it ends); mode async starts it as a job. Without session the run shares nothing with other calls."`
+	Session    string `json:"session,omitempty" jsonschema:"Run the code as a cell in this live session (1-64 characters of A-Z a-z 0-9 _ . -): variables, imports and data persist between calls with the same session. A name not in use creates the session with this call's settings (session_created: true). Later calls may add dependencies (installed into the session's own overlay, imported at once); other settings are fixed. A cell shows what a notebook shows: plt.show() and figures still open at its end (then closed) come back as images, display(obj) any number of times, and a last expression with rich reprs (a DataFrame, a PIL image, a figure) in rich form; it also lists the workspace files it changed. A cell still running after the sync budget returns a job_id with the output so far (get_job reads the rest; the session stays busy until it ends); mode async starts it as a job. Such a job-backed cell is limited like a run_python job: by timeout when it is shorter than the server's job timeout (--job-timeout, default 3600 s), else by the job timeout. Without session the run shares nothing with other calls."`
 	JobOptions
 	OutputBudget
 	Rendering
@@ -86,7 +86,7 @@ func (t *tools) registerCore(srv *mcp.Server) {
 			"Packages: list them in dependencies (PEP 508) or in a PEP 723 `# /// script` block; they are installed once with uv into a cached environment, so repeated calls start as fast as plain Python. " +
 			"A script inside a pyproject.toml project runs in that project's environment. " +
 			"Each call without session is a fresh process that shares nothing with other calls (a variable set in one call is gone in the next). " +
-			"Pass session=NAME to run the code as a cell of a live session instead: variables, imports and loaded data persist across calls, the last expression's value is returned as result, and an exception ends the cell, not the session.",
+			"Pass session=NAME to run the code as a cell of a live session instead: variables, imports and loaded data persist across calls, the last expression's value is returned as result (and in rich form when it has one, like a DataFrame or a figure), plots and display() come back as images and tables as in a plain run, and an exception ends the cell, not the session.",
 		Annotations:  &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
 		OutputSchema: runPythonOutputSchema(),
 	}, t.runPython)

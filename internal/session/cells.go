@@ -31,6 +31,9 @@ func (m *Manager) RunObserved(ctx context.Context, req RunRequest, job string, o
 	if err != nil {
 		return CellResult{}, err
 	}
+	if req.JobTimeout > 0 {
+		timeout = req.JobTimeout // a job-backed cell: its job's limit, as for runs
+	}
 	m.mu.Lock()
 	s, ok := m.sessions[req.Session]
 	created := false
@@ -142,13 +145,12 @@ const (
 )
 
 func (m *Manager) recordLocked(s *session, n int, code string, c engine.CellResult) {
-	h := HistoryCell{ExecutionCount: n, Code: code, Stdout: cut(c.Stdout), Stderr: cut(c.Stderr), Result: c.Result, Error: c.Error,
-		StartedAt: time.Now().Add(-time.Duration(c.ElapsedSeconds * float64(time.Second))).UTC(), ElapsedSeconds: c.ElapsedSeconds}
-	s.history = append(s.history, h)
+	s.history = append(s.history, historyCell(n, code, c))
 	if len(s.history) > historyCells {
 		s.dropped += len(s.history) - historyCells
 		s.history = slices.Clone(s.history[len(s.history)-historyCells:])
 	}
+	trimHistoryImages(s.history)
 }
 
 func cut(s string) string {

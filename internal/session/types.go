@@ -62,6 +62,16 @@ type RunRequest struct {
 	// OnJob, when set (in process only: an MCP task), makes the cell a
 	// job that is kept and never handed off, and hears its id.
 	OnJob func(jobID string) `json:"-"`
+	// JobTimeout, when > 0, is the limit of a job-backed cell instead of
+	// Timeout's default and the server's maximum: the job's own limit
+	// (the request's timeout when shorter than --job-timeout, else
+	// --job-timeout), exactly as for a run_python run that is a job.
+	JobTimeout time.Duration `json:"-"`
+	// OutputBudget is the characters of output the caller will show (see
+	// package present): a job-backed cell that finishes with more, or with
+	// images that cannot all go inline, keeps its job (OutputJobID), so its
+	// full output and its images stay readable. 0: present's default.
+	OutputBudget int `json:"output_budget,omitempty"`
 	Settings
 }
 
@@ -116,10 +126,14 @@ type CellResult struct {
 	JobStatus        string `json:"job_status,omitempty"`
 	NextStdoutOffset int64  `json:"next_stdout_offset,omitempty"`
 	NextStderrOffset int64  `json:"next_stderr_offset,omitempty"`
+	// OutputJobID names the kept job of a finished cell whose output or
+	// images did not fit the caller's budget: job://ID/output and
+	// job://ID/artifacts/NAME read them.
+	OutputJobID string `json:"output_job_id,omitempty" jsonschema:"Set when the cell's full output or its images are kept as a job: read job://ID/output and job://ID/artifacts/NAME."`
 }
 
-// HistoryCell is one cell as the history keeps it (outputs cut to
-// historyOutput bytes each).
+// HistoryCell is one cell as the history keeps it (streams cut to
+// historyOutput bytes each; displays bounded as outputs.go says).
 type HistoryCell struct {
 	ExecutionCount int               `json:"execution_count"`
 	Code           string            `json:"code"`
@@ -129,6 +143,11 @@ type HistoryCell struct {
 	Error          *engine.CellError `json:"error,omitempty"`
 	StartedAt      time.Time         `json:"started_at"`
 	ElapsedSeconds float64           `json:"elapsed_seconds"`
+	// Display is what the cell displayed (figures, display(), the value's
+	// rich form), bounded: OutputsNote says what was dropped.
+	Display     []engine.Display    `json:"display,omitempty"`
+	Files       []engine.FileChange `json:"files,omitempty"`
+	OutputsNote string              `json:"outputs_note,omitempty"`
 }
 
 // History is a session's cells, oldest first.

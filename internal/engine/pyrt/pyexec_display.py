@@ -260,7 +260,32 @@ def capture_figure(fig, state, source="figure"):
     except Exception:  # noqa: BLE001
         label = ""
     data["text/plain"] = "<Figure %dx%d%s>" % (int(fig.get_figwidth() * fig.dpi), int(fig.get_figheight() * fig.dpi), (": " + label) if label else "")
-    _record(data, state, "figure", note)
+    _record(data, state, "result" if source == "result" else "figure", note)
+
+
+def show_result(obj, state):
+    """A session cell's last-expression value in rich form, as IPython's
+    displayhook shows it: recorded (source "result") when the object offers
+    more than its repr (rich reprs, a DataFrame, a PIL image, a matplotlib
+    figure). A figure shown this way is closed, so that the cell's end does
+    not capture it a second time. Returns whether anything was recorded."""
+    fig = _as_figure(obj)
+    if fig is not None:
+        if not state.get("images"):
+            return False
+        capture_figure(fig, state, "result")
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None:
+            try:
+                plt.close(fig)
+            except Exception:  # noqa: BLE001
+                pass
+        return True
+    data = bundle(obj)
+    if len(data) < 2:
+        return False
+    _record(data, state, "result")
+    return True
 
 
 def capture_open_figures(plt, state):

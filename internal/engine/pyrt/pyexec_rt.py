@@ -201,6 +201,7 @@ def emit_raw(line):
         pass
     with open(os.path.join(out, "events.jsonl"), "a", encoding="utf-8") as f:
         f.write(line + "\n")
+    _state["events"] = _state.get("events", 0) + 1  # a session's cell reports how many
 
 
 def new_file(ext):
