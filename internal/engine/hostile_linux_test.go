@@ -21,68 +21,12 @@ import (
 // interpreter and write the workspace), then checks the server still works
 // and nothing of any run is left.
 func TestHostileCorpusEngine(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the hostile corpus needs root (cgroups, run-as)")
-	}
-	// pyenv's interpreter under /root (0700) when there is one, as on
-	// these machines: runs reach it through their mount namespace binds.
-	py := "/root/.pyenv/versions/3.11.7/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		py = "/usr/bin/python3.11"
-	}
-	if _, err := os.Stat(py); err != nil {
-		t.Skip("needs " + py)
-	}
-	dir, cases := hostile.Load(t)
-
-	// The workspace is writable by nobody; the state dir lives under a
-	// 0700 "home" like /root/.local/state/pyexec (the default here), which
-	// runs reach only through their mount namespace binds.
-	base, err := os.MkdirTemp("", "pyexec-hostile-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	ws, state, outside := filepath.Join(base, "ws"), filepath.Join(base, "home", "state"), filepath.Join(base, "outside")
-	for _, d := range []string{ws, state, outside} {
-		os.MkdirAll(d, 0o755)
-	}
-	os.Chmod(filepath.Join(base, "home"), 0o700)
-	os.Chmod(ws, 0o777)
-	os.Chmod(outside, 0o777)
-	secretDir, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(secretDir) })
-	os.Chmod(secretDir, 0o755)
-	secret := filepath.Join(secretDir, "secret.txt")
-	os.WriteFile(secret, []byte("TOP-SECRET"), 0o644)
-
-	eng, err := New(Config{Workspace: ws, StateDir: state, Python: py})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-
-	listeners := hostile.NewListeners(t)
-
-	for _, c := range cases {
+	h := newHostileSetup(t)
+	eng, ws, state := h.eng, h.ws, h.state
+	for _, c := range h.cases {
 		t.Run(c.Name, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join(dir, c.Script))
-			if err != nil {
-				t.Fatal(err)
-			}
-			os.WriteFile(filepath.Join(ws, c.Script), src, 0o644)
-			req := Request{ScriptPath: c.Script, Timeout: c.Timeout, Sandbox: c.Policy, Network: c.Network,
-				Args: listeners.Args(c, outside, secret)}
-			if len(c.Limits) > 0 {
-				req.Limits = new(sandbox.Limits)
-				if err := json.Unmarshal(c.Limits, req.Limits); err != nil {
-					t.Fatal(err)
-				}
-			}
+			req := h.request(t, c)
+			req.ScriptPath = c.Script
 			res, err := eng.Run(context.Background(), req, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +39,7 @@ func TestHostileCorpusEngine(t *testing.T) {
 			if !strings.Contains(res.Sandbox, "uid 65534") {
 				t.Errorf("did not run as nobody: %s", out)
 			}
-			c.Expect.Check(t, out, listeners)
+			c.Expect.Check(t, out, h.listeners)
 			if c.Expect.NoLeftovers {
 				assertNothingLeft(t, eng, ws, state)
 			}
@@ -124,9 +68,95 @@ for p in [os.path.join(sys.argv[1], "code"), os.path.join(sys.argv[1], "tmp")]:
 	assertNothingLeft(t, eng, ws, state)
 }
 
+// hostileSetup is what every run of the hostile corpus needs: an engine
+// whose runs go as nobody, a workspace, a directory outside it, a secret
+// file, and the host listeners the network cases try to reach.
+type hostileSetup struct {
+	eng                        *Engine
+	dir                        string // the corpus scripts
+	cases                      []hostile.Case
+	ws, state, outside, secret string
+	listeners                  *hostile.Listeners
+}
+
+func newHostileSetup(t *testing.T) *hostileSetup {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the hostile corpus needs root (cgroups, run-as)")
+	}
+	// pyenv's interpreter under /root (0700) when there is one, as on
+	// these machines: runs reach it through their mount namespace binds.
+	py := "/root/.pyenv/versions/3.11.7/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		py = "/usr/bin/python3.11"
+	}
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("needs " + py)
+	}
+	h := &hostileSetup{}
+	h.dir, h.cases = hostile.Load(t)
+
+	// The workspace is writable by nobody; the state dir lives under a
+	// 0700 "home" like /root/.local/state/pyexec (the default here), which
+	// runs reach only through their mount namespace binds.
+	base, err := os.MkdirTemp("", "pyexec-hostile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	h.ws, h.state, h.outside = filepath.Join(base, "ws"), filepath.Join(base, "home", "state"), filepath.Join(base, "outside")
+	for _, d := range []string{h.ws, h.state, h.outside} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.Chmod(filepath.Join(base, "home"), 0o700)
+	os.Chmod(h.ws, 0o777)
+	os.Chmod(h.outside, 0o777)
+	secretDir, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	os.Chmod(secretDir, 0o755)
+	h.secret = filepath.Join(secretDir, "secret.txt")
+	os.WriteFile(h.secret, []byte("TOP-SECRET"), 0o644)
+
+	h.eng, err = New(Config{Workspace: h.ws, StateDir: h.state, Python: py})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.eng.Close() })
+	h.listeners = hostile.NewListeners(t)
+	return h
+}
+
+// request writes c's script into the workspace and returns a request with
+// c's policy, network, timeout, limits and arguments (placeholders filled);
+// the caller says what runs.
+func (h *hostileSetup) request(t *testing.T, c hostile.Case) Request {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(h.dir, c.Script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.ws, c.Script), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Timeout: c.Timeout, Sandbox: c.Policy, Network: c.Network,
+		Args: h.listeners.Args(c, h.outside, h.secret)}
+	if len(c.Limits) > 0 {
+		req.Limits = new(sandbox.Limits)
+		if err := json.Unmarshal(c.Limits, req.Limits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return req
+}
+
 // assertNothingLeft checks that no process mentions the workspace, no run
-// temp dir remains and no run cgroup remains under our own cgroups.
-func assertNothingLeft(t *testing.T, eng *Engine, ws, state string) {
+// temp dir remains and no run cgroup remains under our own cgroups, but
+// those of the runs whose temp dirs are kept (live sessions).
+func assertNothingLeft(t *testing.T, eng *Engine, ws, state string, kept ...string) {
 	t.Helper()
 	eng.settle()
 	ents, _ := os.ReadDir("/proc")
@@ -141,12 +171,16 @@ func assertNothingLeft(t *testing.T, eng *Engine, ws, state string) {
 	}
 	root := eng.tmpQuota.dir // state/tmp, or the temp dir filesystem in it
 	tmps, _ := os.ReadDir(root)
-	tmps = slices.DeleteFunc(tmps, func(d os.DirEntry) bool { return eng.tmp.isSpare(filepath.Join(root, d.Name())) })
+	tmps = slices.DeleteFunc(tmps, func(d os.DirEntry) bool {
+		return eng.tmp.isSpare(filepath.Join(root, d.Name())) || slices.Contains(kept, filepath.Join(root, d.Name()))
+	})
 	if len(tmps) > 0 {
 		t.Errorf("run temp dirs left: %v", tmps)
 	}
 	for _, ent := range tmpsOfCgroups(state) {
-		t.Errorf("run cgroup left: %s", ent)
+		if !slices.ContainsFunc(kept, func(tmp string) bool { return strings.HasPrefix(filepath.Base(ent), "pyexec-"+filepath.Base(tmp)+"-") }) {
+			t.Errorf("run cgroup left: %s", ent)
+		}
 	}
 }
 

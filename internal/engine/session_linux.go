@@ -26,6 +26,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -333,6 +334,7 @@ func (sp *SessionProcess) RunCell(ctx context.Context, n int, code string, timeo
 	var head [4]byte
 	binary.BigEndian.PutUint32(head[:], uint32(len(body)))
 	start := time.Now()
+	hitsBefore, _ := sessionPids(sp.pid)
 	span := sp.e.watch.Begin() // before the cell can write anything
 	sp.wmu.Lock()
 	sp.cell.Store(int64(n))
@@ -394,6 +396,12 @@ wait:
 			lostReason = "interrupt_failed"
 			graceC = time.After(grace)
 		case <-graceC:
+			if _, full := sessionPids(sp.pid); full {
+				// A fork bomb: the reason the session is lost is its
+				// process limit, whether or not its first process heeded
+				// the interrupt.
+				lostReason = sandbox.LimitProcesses
+			}
 			sp.Kill(lostReason)
 			graceC = nil
 		case <-sp.done:
@@ -430,6 +438,15 @@ wait:
 	res.Files, res.FilesNote = fileChanges(changes), note
 	res.Sandbox = sandboxSummary(sp.prep.sandbox)
 	if !got {
+		return res, ErrSessionEnded
+	}
+	if msg.Kind == "done" && sessionForkBomb(sp.pid, hitsBefore) {
+		// What the cell forked still fills the session's process limit
+		// (a fork bomb goes on after its first process was interrupted):
+		// nothing more could run in it, and those processes would spin
+		// on until the session's lifetime ends.
+		sp.Kill(sandbox.LimitProcesses)
+		<-sp.done
 		return res, ErrSessionEnded
 	}
 	res.Result, res.Error, res.Interrupted = msg.Result, msg.Error, msg.Interrupted
@@ -480,4 +497,78 @@ func cellLimit(e *CellError) string {
 		return sandbox.LimitProcesses
 	}
 	return ""
+}
+
+// sessionForkBomb says whether what a cell left running still presses on
+// the session's process limit: the limit was hit during the cell (its
+// pids cgroup's "max" events grew since hitsBefore), and it is still full
+// or still being hit for a moment after the cell ended. A cell that hit
+// the limit and cleaned up after itself keeps its session.
+func sessionForkBomb(pid int, hitsBefore int64) bool {
+	hits, full := sessionPids(pid)
+	if hits <= hitsBefore {
+		return false
+	}
+	for range 10 {
+		if full {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+		var now int64
+		if now, full = sessionPids(pid); now > hits {
+			return true
+		}
+	}
+	return full
+}
+
+// sessionPids reads the pids cgroup of the session interpreter pid: how
+// often a fork was refused at its limit, and whether it is at its limit
+// now (zero and false when it has none, or is not known).
+func sessionPids(pid int) (maxHits int64, full bool) {
+	dir := processCgroup(pid, "pids")
+	if dir == "" {
+		return 0, false
+	}
+	read := func(name string) (int64, bool) {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return 0, false
+		}
+		text := strings.TrimSpace(string(raw))
+		if name == "pids.events" {
+			line, _, _ := strings.Cut(text, "\n") // "max N" (v2 may add other keys)
+			text = strings.TrimSpace(strings.TrimPrefix(line, "max"))
+		}
+		n, err := strconv.ParseInt(text, 10, 64)
+		return n, err == nil
+	}
+	maxHits, _ = read("pids.events")
+	limit, limited := read("pids.max") // "max": no limit
+	cur, ok := read("pids.current")
+	return maxHits, limited && ok && cur >= limit
+}
+
+// processCgroup is the directory of pid's cgroup for controller: its v1
+// hierarchy's when the controller has one, else the v2 one; "" when pid
+// is gone.
+func processCgroup(pid int, controller string) string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	v2 := ""
+	for _, line := range strings.Split(string(raw), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if slices.Contains(strings.Split(parts[1], ","), controller) {
+			return filepath.Join("/sys/fs/cgroup", parts[1], parts[2])
+		}
+		if parts[0] == "0" {
+			v2 = filepath.Join("/sys/fs/cgroup", parts[2])
+		}
+	}
+	return v2
 }

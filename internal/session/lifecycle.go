@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Shutdown kills every session; the manager refuses new ones afterwards.
@@ -184,6 +185,8 @@ func lostReason(kill string, res engine.Result, err error, cfg Config) (string, 
 		return kill, fmt.Sprintf("a cell ran past its timeout and did not stop within %s of KeyboardInterrupt (C code ignoring signals, or SIGINT blocked), so the session was killed%s", cfg.InterruptGrace, peak)
 	case kill == reasonInterruptFailed:
 		return kill, fmt.Sprintf("a cell did not stop within %s of KeyboardInterrupt, so the session was killed%s", cfg.InterruptGrace, peak)
+	case kill == sandbox.LimitProcesses:
+		return kill, "the processes a cell started filled the session's process limit and kept it full (a fork bomb), so the session was killed: nothing more could run in it" + peak
 	case kill == reasonIdle:
 		return kill, "closed after being idle for its idle timeout"
 	case kill != "":
