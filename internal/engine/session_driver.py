@@ -382,7 +382,11 @@ def _main():
             for k, src in sources.items():
                 linecache.cache[k] = (len(src), None, src.splitlines(True), k)
             try:
-                lines = traceback.format_exception(type(e), e, tb)
+                te = traceback.TracebackException(type(e), e, tb)
+                # The driver's SIGINT handler is the last frame of an
+                # interrupt's traceback: only the cell's frames are shown.
+                te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != _DRIVER])
+                lines = list(te.format())
             except BaseException as e2:  # noqa: BLE001 - a broken exception still ends the cell
                 lines = ["%s: %s (and formatting its traceback failed: %r)\n" % (type(e).__name__, e, e2)]
             reply["error"] = {"ename": type(e).__name__, "evalue": str(e), "traceback": "".join(lines)}

@@ -105,6 +105,9 @@ func TestSessionHostileCorpus(t *testing.T) {
 				Extra: "lost=" + reason + " cell_error=" + ename + " cell_limit=" + res.LimitExceeded + " interrupted=" + strconv.FormatBool(res.Interrupted) + " sandbox=" + res.Sandbox}
 			if res.Error != nil {
 				out.Stderr += res.Error.Traceback // a run would have printed it
+				if strings.Contains(res.Error.Traceback, h.state) {
+					t.Errorf("the cell's traceback shows the session driver: %s", res.Error.Traceback)
+				}
 			}
 			switch {
 			case want.lost != "":
