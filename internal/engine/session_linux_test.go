@@ -171,3 +171,36 @@ func TestSessionInterruptBeforeTheCellStarts(t *testing.T) {
 		t.Fatalf("after: %+v", r)
 	}
 }
+
+// A cell that hits the session's process limit and cleans up after itself
+// keeps its session; only processes left pressing on the limit (a fork
+// bomb, TestSessionHostileCorpus) cost it.
+func TestSessionProcessLimitHitAndCleanedUp(t *testing.T) {
+	e, _ := newTestEngine(t)
+	if !e.Capabilities().Cgroup.Available {
+		t.Skip("no cgroups here")
+	}
+	sp := startSession(t, e, Request{Limits: &sandbox.Limits{MaxProcs: 16}})
+	res := cell(t, sp, 1, `
+import os, signal, time
+kids, hit = [], None
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    hit = e.errno
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+    os.waitpid(k, 0)
+hit`)
+	if res.Result == nil || *res.Result != "11" {
+		t.Fatalf("fork until refused: %+v", res)
+	}
+	if r := cell(t, sp, 2, "'alive'"); r.Result == nil || *r.Result != "'alive'" {
+		t.Fatalf("after the limit was hit and cleaned up: %+v", r)
+	}
+}
