@@ -112,14 +112,7 @@ func newHostileSetup(t *testing.T) *hostileSetup {
 	os.Chmod(filepath.Join(base, "home"), 0o700)
 	os.Chmod(h.ws, 0o777)
 	os.Chmod(h.outside, 0o777)
-	secretDir, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(secretDir) })
-	os.Chmod(secretDir, 0o755)
-	h.secret = filepath.Join(secretDir, "secret.txt")
-	os.WriteFile(h.secret, []byte("TOP-SECRET"), 0o644)
+	h.secret = hostile.SecretFile(t)
 
 	h.eng, err = New(Config{Workspace: h.ws, StateDir: h.state, Python: py})
 	if err != nil {

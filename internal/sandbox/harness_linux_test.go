@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/testutil/hostile"
 )
 
 // The test binary doubles as a miniature launcher (what internal/launcher
@@ -253,17 +255,7 @@ func newEnv(t *testing.T) *env {
 		os.Chmod(d, 0o777)
 	}
 	os.Chmod(base, 0o755)
-	// /var/tmp is readable under the workspace policy (only /tmp is hidden).
-	sec, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sec) })
-	os.Chmod(sec, 0o755)
-	e.secret = filepath.Join(sec, "secret.txt")
-	if err := os.WriteFile(e.secret, []byte("TOP-SECRET"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.secret = hostile.SecretFile(t)
 	e.nobody, err = LookupCredential("nobody")
 	if err != nil {
 		t.Skip("no nobody user")

@@ -61,6 +61,26 @@ func Load(t testing.TB) (dir string, cases []Case) {
 	return dir, f.Cases
 }
 
+// SecretFile writes the corpus's {secret_file}: a world-readable file
+// outside the workspace and not under /tmp (which the workspace policy
+// hides: /var/tmp is readable under it), removed when the test ends.
+func SecretFile(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "pyexec-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "secret.txt")
+	if err := os.WriteFile(secret, []byte("TOP-SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
 // Listeners are the host-side TCP and UDP endpoints the network cases try
 // to reach.
 type Listeners struct {
