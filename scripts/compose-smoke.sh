@@ -11,6 +11,8 @@
 #     Streamable HTTP, the session's requests round-robined by nginx;
 #   - a live Python session whose cells land on every replica and run in
 #     the one interpreter that holds it;
+#   - files: an upload read by runs on every replica, and a run's file
+#     downloaded through any of them (the replicas share one workspace);
 #   - kill -9 of the replica running a job: the job is failed node_lost
 #     by another replica within the bound, its output so far readable.
 #
@@ -225,6 +227,29 @@ for i in range(6):
 code, h, b = req("DELETE", "/v1/sessions/smoke")
 check(code in (200, 204), f"close session: {code} {b[:200]!r}")
 print(f"session: 6 cells kept their state in one interpreter, the calls answered via {len(nodes)} replica(s)")
+
+# 3c. Files: the replicas share one workspace volume, so a file uploaded
+# through nginx is read by runs on every replica, and one a run writes is
+# downloaded through any of them.
+r = urllib.request.Request(base + "/v1/files/smoke/in.csv", data=b"a,b\n1,2\n3,4\n", method="PUT",
+                           headers={"Authorization": "Bearer " + token, "Content-Type": "application/octet-stream"})
+with urllib.request.urlopen(r, timeout=60) as resp:
+    check(resp.status in (200, 201), f"upload: {resp.status}")
+nodes = set()
+for i in range(12):
+    code, h, b = req("POST", "/v1/run", {"code": "import csv\nrows = list(csv.DictReader(open('smoke/in.csv')))\nprint(sum(int(r['b']) for r in rows))"})
+    r = json.loads(b)
+    check(code == 200 and r.get("stdout") == "6\n", f"run reading the upload {i}: {code} {b[:300]!r}")
+    nodes.add(h.get("X-Pyexec-Node"))
+check(len(nodes) == 3, f"runs reading the upload reached {len(nodes)} replicas, want 3")
+code, h, b = req("POST", "/v1/run", {"code": "open('smoke/out.txt', 'w').write('made by ' + __import__('socket').gethostname())"})
+check(code == 200, f"run writing a file: {code} {b[:300]!r}")
+got = set()
+for i in range(9):
+    code, h, b = req("GET", "/v1/files/smoke/out.txt")
+    check(code == 200 and b.startswith(b"made by "), f"download {i}: {code} {b[:200]!r}")
+    got.add(h.get("X-Pyexec-Node"))
+print(f"files: an upload read by runs on all 3 replicas; a run's file downloaded through {len(got)} replica(s)")
 
 # 4. kill -9 of the replica running a job.
 code, h, b = req("POST", "/v1/jobs", {"code": "import time\ni = 0\nwhile True:\n    print('tick', i, flush=True)\n    i += 1\n    time.sleep(0.05)"})
