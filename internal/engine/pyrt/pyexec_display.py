@@ -237,8 +237,14 @@ def _drawn_png(fig, dpi):
             return None
         from PIL import Image
 
+        img = Image.frombuffer("RGBA", size, canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        if fig.patch.get_facecolor()[3] >= 1:
+            # An opaque figure has no transparent pixel: RGB halves what
+            # zlib compresses, and level 3 is twice as fast as the default
+            # for a few percent more bytes.
+            img = img.convert("RGB")
         buf = io.BytesIO()
-        Image.frombuffer("RGBA", size, canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(buf, format="png")
+        img.save(buf, format="png", compress_level=3)
         return buf.getvalue()
     except Exception:  # noqa: BLE001 - any surprise falls back to savefig
         return None
