@@ -115,6 +115,30 @@ func sessionSuite() []sessionStep {
 					t.Fatalf("structured %v", s)
 				}
 			}},
+		{"a bystander session", "run_python", map[string]any{"session": "b", "code": "y = 7"},
+			func(t *testing.T, r *mcp.CallToolResult, s map[string]any) { wantOK(t, r) }},
+		// The corpus's fork bomb (testdata/hostile/fork_bomb.py) as a cell:
+		// it costs its own session (the process limit stays full after the
+		// interrupt), or, when every bomb process died with the interrupt,
+		// the cell ends interrupted and the session is back to idle.
+		{"fork bomb costs its session", "run_python", map[string]any{"session": "f", "limits": map[string]any{"max_procs": 64}, "timeout": 3,
+			"code": "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)"},
+			func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				lost := s["session_status"] == "lost" && s["lost_reason"] == "processes"
+				interrupted := s["session_status"] == "idle" && s["timed_out"] == true
+				t.Logf("fork bomb: session %v, reason %v", s["session_status"], s["lost_reason"])
+				if s["success"] != false || !(lost || interrupted) {
+					t.Fatalf("structured %v", s)
+				}
+			}},
+		{"the bystander is unharmed", "run_python", map[string]any{"session": "b", "code": "y"},
+			func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
+				wantOK(t, r)
+				if s["result"] != "7" {
+					t.Fatalf("structured %v", s)
+				}
+			}},
 		{"sys.exit ends it", "run_python", map[string]any{"session": "e", "code": "import sys\nsys.exit(4)"},
 			func(t *testing.T, r *mcp.CallToolResult, s map[string]any) {
 				wantOK(t, r)
