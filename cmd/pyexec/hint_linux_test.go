@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 )
 
 // openPTY returns a pseudo-terminal's controller and its terminal end.
@@ -41,7 +43,9 @@ func openPTY(t *testing.T) (ptmx, tty *os.File) {
 func TestMCPOnTerminalSaysItWaits(t *testing.T) {
 	const hint = "pyexec mcp: waiting for an MCP client on stdin"
 	_, tty := openPTY(t)
-	cmd := asCLI("mcp", "--warm", "0", "--state-dir", t.TempDir())
+	state := t.TempDir()
+	mounts.CleanupWaitsFor(t, state)
+	cmd := asCLI("mcp", "--warm", "0", "--state-dir", state)
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = tty
 	stderr, err := cmd.StderrPipe()

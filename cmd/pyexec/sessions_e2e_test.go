@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/internal/testutil/mcptest"
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 	"github.com/pyexec/pyexec/internal/testutil/proc"
 )
 
@@ -29,6 +30,7 @@ func mustCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 // cells started with it, and the restarted server lists them as lost.
 func TestSessionsOverStdioSurviveNothing(t *testing.T) {
 	ws, state := t.TempDir(), t.TempDir()
+	mounts.CleanupWaitsFor(t, state) // the killed server's tmpfs goes with its unmount watcher
 	start := func() (*mcp.ClientSession, *os.Process) {
 		cmd := asCLI("mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
 		cs := mcptest.Command(t, cmd)

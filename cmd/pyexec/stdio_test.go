@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 )
 
 // lockedWriter lets the test write raw lines to the server's stdin between
@@ -39,7 +41,9 @@ func TestStdioSurvivesBadFrames(t *testing.T) {
 		t.Skip("starts pyexec mcp and sends it 47 MB")
 	}
 	ws := t.TempDir()
-	cmd := asCLI("mcp", "--workspace", ws, "--state-dir", t.TempDir(), "--log-level", "warn")
+	state := t.TempDir()
+	mounts.CleanupWaitsFor(t, state)
+	cmd := asCLI("mcp", "--workspace", ws, "--state-dir", state, "--log-level", "warn")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/internal/testutil/mounts"
 )
 
 // testToken is the execution server's token in these tests.
@@ -118,7 +120,9 @@ func startServe(t *testing.T, dir, state string) (*exec.Cmd, string, []string) {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	// Killed, the server leaves its temp dirs' tmpfs to its unmount
+	// watcher: wait for it before the state dir is removed.
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait(); mounts.WaitGone(t, state) })
 	sc := bufio.NewScanner(stderr)
 	var lines []string
 	url := ""
