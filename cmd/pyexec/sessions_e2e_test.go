@@ -54,6 +54,12 @@ func TestSessionsOverStdioSurviveNothing(t *testing.T) {
 	if err := server.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// Reaped, the server has let go of its owner lock: its session
+	// processes may die first (they go with the thread that started
+	// them), and a server started before that would take the killed one
+	// for alive and leave its sessions alone. The transport may reap it
+	// first; either way it is gone.
+	_, _ = server.Wait()
 	proc.WaitGone(t, mark, 15*time.Second)
 
 	cs, _ = start()
