@@ -20,19 +20,11 @@ import (
 // so that the machine's load falls on every row alike.
 func runCold(n int, dir string) error {
 	ctx := context.Background()
-	if dir == "" {
-		dir = filepath.Dir(engine.DefaultStateDir())
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	tmp, err := os.MkdirTemp(dir, "pybench-")
+	tmp, ws, err := benchDirs(dir)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	ws := filepath.Join(tmp, "ws")
-	os.MkdirAll(ws, 0o755)
 	load0 := loadavg()
 	start := time.Now()
 

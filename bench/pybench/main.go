@@ -78,25 +78,37 @@ func main() {
 	}
 }
 
-func run(n, nSlow int, heavy string, quick, peer, libs bool, dir string) error {
-	ctx := context.Background()
+// benchDirs makes the bench's scratch dir under dir (default: beside the
+// server's default state dir) and its workspace in it. Where a server keeps
+// its state matters: what a run's temp dir and a job's logs cost to create
+// depends on the filesystem (on the machine BENCHMARKS.md was measured on,
+// creating a directory and two files in /tmp took 2.3 ms, in
+// ~/.local/state 65 us).
+func benchDirs(dir string) (tmp, ws string, err error) {
 	if dir == "" {
-		// Where a server keeps its state by default: what a run's temp dir
-		// and a job's logs cost to create depends on the filesystem (on
-		// the machine BENCHMARKS.md was measured on, creating a directory
-		// and two files in /tmp took 2.3 ms, in ~/.local/state 65 us).
 		dir = filepath.Dir(engine.DefaultStateDir())
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
+			return "", "", err
 		}
 	}
-	tmp, err := os.MkdirTemp(dir, "pybench-")
+	if tmp, err = os.MkdirTemp(dir, "pybench-"); err != nil {
+		return "", "", err
+	}
+	ws = filepath.Join(tmp, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", "", err
+	}
+	return tmp, ws, nil
+}
+
+func run(n, nSlow int, heavy string, quick, peer, libs bool, dir string) error {
+	ctx := context.Background()
+	tmp, ws, err := benchDirs(dir)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	ws := filepath.Join(tmp, "ws")
-	os.MkdirAll(ws, 0o755)
 	load0 := loadavg()
 	start := time.Now()
 
