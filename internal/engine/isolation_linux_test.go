@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -50,7 +51,7 @@ func hostileScript(t *testing.T, ws, name string) string {
 func runUntilReleased(t *testing.T, e *Engine, ws, release string) (int, <-chan Result) {
 	t.Helper()
 	obs := &startObserver{marker: "WAITING", seen: make(chan struct{})}
-	pids := &pidObserver{}
+	pids := &pidKnown{known: make(chan struct{})}
 	done := make(chan Result, 1)
 	go func() {
 		res, err := e.Run(context.Background(), Request{Code: `import os, resource, time
@@ -68,13 +69,31 @@ print("POLICY", os.sched_getscheduler(0))
 		}
 		done <- res
 	}()
-	select {
-	case <-obs.seen:
-	case res := <-done:
-		t.Fatalf("the target run ended early: %+v", res)
+	// The pid and the first output come on separate paths, in either
+	// order: wait for both.
+	for _, ready := range []<-chan struct{}{obs.seen, pids.known} {
+		select {
+		case <-ready:
+		case res := <-done:
+			t.Fatalf("the target run ended early: %+v", res)
+		}
 	}
 	return int(pids.pid.Load()), done
 }
+
+// pidKnown records a run's pid and closes known once it is.
+type pidKnown struct {
+	pid   atomic.Int64
+	known chan struct{}
+	once  sync.Once
+}
+
+func (o *pidKnown) Started(pid int) {
+	o.pid.Store(int64(pid))
+	o.once.Do(func() { close(o.known) })
+}
+
+func (o *pidKnown) Output(s Stream, p []byte) {}
 
 type multiObserver []Observer
 
@@ -314,7 +333,7 @@ func TestWarmSupervisorDeathIsNotAnExitStatus(t *testing.T) {
 		t.Skip("needs a root server")
 	}
 	obs := &startObserver{marker: "WAITING", seen: make(chan struct{})}
-	pids := &pidObserver{}
+	pids := &pidKnown{known: make(chan struct{})}
 	type outcome struct {
 		res Result
 		err error
