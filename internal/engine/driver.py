@@ -128,6 +128,7 @@ def _zygote():
             pass
 
     import gc
+    import atexit
     import signal
     import fcntl
     import resource  # noqa: F401 - os.wait4 and getrusage in S
@@ -144,6 +145,8 @@ def _zygote():
 
     gc.collect()
     gc.freeze()  # collections in the children never walk (and copy) our heap
+    global _GC, _ATEXIT
+    _GC, _ATEXIT = gc, atexit  # a run's teardown uses them without importing (G drops the driver's modules)
 
     # What its serial runs may not name (see _protect): the zygote and its
     # threads (a preloaded library may have started some).
@@ -260,27 +263,39 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
     # One run per G. For serial runs (a zygote serving one run at a time) S
     # stays and forks the next G once the run is over, so that a run costs
     # one fork instead of two; otherwise it exits after the run.
-    while _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree):
-        pass
+    g = _fork_g(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, False, -1)
+    while g is not None:
+        g = _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree, g)
     os._exit(0)
 
 
-def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree):
-    """Fork G, supervise its run to the end and report it; True when S is to
-    serve another run."""
-    st.clear()
-    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "handover": lambda: None})
+def _fork_g(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, gated, inherited):
+    """S: fork the G of the next run; return (its pid, S's end of their
+    socketpair). A gated G takes no request before S sends it "G" (once
+    what the last run left is removed), and exits unused on EOF. inherited
+    is the last run's status channel, which G must not keep."""
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     _clear_report()
     gpid = os.fork()
     if gpid == 0:
         try:
             mine.close()
-            _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep, libc)
+            if inherited >= 0:
+                os.close(inherited)
+            _child(os, signal, _socket, ctl, ctlsock, notify_w, theirs, keep, libc, gated)
         except BaseException:  # noqa: BLE001
             _die()
         _die()
     theirs.close()
+    return gpid, mine
+
+
+def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree, g):
+    """Supervise G's run to the end and report it; return the next run's G
+    when S is to serve another run, else None."""
+    st.clear()
+    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "handover": lambda: None})
+    gpid, mine = g
 
     # S sleeps in wait4 through the whole run: G's handover (the status pipe
     # and the grace period) waits in the socket until S needs it, so no
@@ -325,6 +340,12 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
         if pid == gpid:
             main = ws
         if main is not None:
+            try:
+                # Any child left? (A subreaper with no children has no
+                # descendants: nothing of the run is left to sweep.)
+                os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                break
             tree(signal.SIGKILL)  # leftovers (daemons, setsid grandchildren) end with the run
     signal.setitimer(signal.ITIMER_REAL, 0)
     handover()
@@ -332,7 +353,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     imports = _read_imports() if st["taken"] else None
     status = st["status"]
     if status < 0:
-        return False  # a spare that never ran (EOF, or killed)
+        return None  # a spare that never ran (EOF, or killed)
     if imports:
         _emit(os, status, '{"kind":"imports","modules":[%s]}\n' % ",".join('"%s"' % m for m in imports))
     code, sig = 0, 0
@@ -344,7 +365,13 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             code = -sig
     _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
           % (code, sig, utime, stime, maxrss * 1024))
-    serial = st["serial"]
+    nxt = None
+    if st["serial"]:
+        # The next run's G is forked now, while the server reads the result
+        # and prepares the next request, so that the fork and G's rehearsal
+        # are off that request's clock. It takes no request before what
+        # this run left is removed below.
+        nxt = _fork_g(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st["clean"], status)
     if st["clean"]:
         import json
 
@@ -356,13 +383,28 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
             _emit(os, status, '{"kind":"dirty","error":%s}\n' % json.dumps(problem))
             # Nothing more may run here: the zygote stops forking (a request
             # already queued for the next run then reaches nobody, and the
-            # server starts it cold).
+            # server starts it cold). The next G ends unused on EOF.
             _note(os, notify_w, b"D%d\n" % os.getpid())
-            serial = False
+            if nxt is not None:
+                nxt[1].close()
+                _reap(os, nxt[0])
+            nxt = None
         else:
             _emit(os, status, '{"kind":"clean"}\n')
+            if nxt is not None:
+                try:
+                    nxt[1].send(b"G")
+                except OSError:
+                    pass  # G died: S sees it in wait4 as a spare that never ran
     os.close(status)
-    return serial
+    return nxt
+
+
+def _reap(os, pid):
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _cleanup(os, libc):
@@ -675,7 +717,7 @@ def _emit(os, fd, line):
         pass
 
 
-def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
+def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc, gated):
     """G: wait for one request, then become `python -u FILE ARGS...`."""
     global _inherited
     _inherited = keep
@@ -684,6 +726,21 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
         signal.signal(s, signal.SIG_DFL)
     drop = [name for name in sys.modules if name not in keep]
     _rehearse()
+    # The zygote's environment goes now, before any request: the run gets
+    # exactly the request's (see below).
+    environb = os.environb
+    zygote_env = environb.get(b"TZ"), environb.get(b"HOME"), environb.get(b"PYTHONPATH")
+    data = os.environ._data
+    for k in list(data):
+        os.unsetenv(k)
+    data.clear()
+    if gated:
+        try:
+            go = sup.recv(1)
+        except OSError:
+            go = b""
+        if go != b"G":
+            os._exit(0)  # what the last run left could not be removed: no run here
     try:
         msg, anc, _, _ = ctlsock.recvmsg(1 << 17, _socket.CMSG_SPACE(4 * (4 + _MAX_BOX + _MAX_EXTRA)))
     except OSError:
@@ -752,17 +809,10 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
     os.closerange(3 + len(extra), 1 << 20)
 
     # The environment, as execve would have set it.
-    environb = os.environb
-    tz = environb.get(b"TZ")
-    home = environb.get(b"HOME")
-    zygote_pythonpath = environb.get(b"PYTHONPATH")
-    # What environb.clear() and item assignment do (unsetenv/putenv plus the
-    # mapping both os.environ and os.environb share), without their
-    # per-item overhead.
-    data = os.environ._data
-    for k in list(data):
-        os.unsetenv(k)
-    data.clear()
+    # What environb.clear() (done before the request) and item assignment
+    # do (unsetenv/putenv plus the mapping both os.environ and os.environb
+    # share), without their per-item overhead.
+    tz, home, zygote_pythonpath = zygote_env
     for kv in env:
         k, _, v = kv.partition(b"=")
         os.putenv(k, v)
@@ -819,6 +869,9 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc):
             pass
         if "sitecustomize" not in sys.modules:  # cold runs import pyexec's
             sys.modules["sitecustomize"] = type(sys)("sitecustomize")
+    # What G made since the fork is not the run's garbage either: the run's
+    # collections (and its teardown's) walk only the objects the run makes.
+    _GC.freeze()
     _run(os, signal, main, path)
 
 
@@ -846,6 +899,8 @@ def _rehearse():
 
 
 _hidden = []
+_GC = None  # the zygote's gc and atexit modules (see _finalize)
+_ATEXIT = None
 _REPORT = None  # the page G reports its imports in (S's; see _clear_report)
 _SITE_DIRS = ()  # the zygote's sys.path directories that are not the standard library
 _rt = None  # pyexec_rt (display and error hooks), loaded once by the zygote
@@ -967,8 +1022,12 @@ def _finalize(os, signal, code, kbi):
     down would only copy their pages): join non-daemon threads, run atexit
     handlers, clear the modules this run created (so __del__ methods and
     unflushed files behave as at a normal exit), collect, flush stdio."""
-    import gc
-    import atexit
+    gc = _GC
+    # Its state is the interpreter's since 3.10, the module's before: the
+    # run's own, if it imported atexit at all.
+    atexit = sys.modules.get("atexit")
+    if atexit is None and sys.version_info >= (3, 10):
+        atexit = _ATEXIT
 
     threading = sys.modules.get("threading")
     if threading is not None:
@@ -977,7 +1036,8 @@ def _finalize(os, signal, code, kbi):
         except BaseException:  # noqa: BLE001
             pass
     try:
-        atexit._run_exitfuncs()  # prints errors itself; before 3.10 it re-raises the last
+        if atexit is not None:
+            atexit._run_exitfuncs()  # prints errors itself; before 3.10 it re-raises the last
     except BaseException:  # noqa: BLE001
         pass
     _report_imports(os)
