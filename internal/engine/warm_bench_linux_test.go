@@ -16,7 +16,9 @@ import (
 // what decides throughput on a busy machine.
 func BenchmarkWarmRun(b *testing.B) {
 	ws, state := b.TempDir(), b.TempDir()
-	e, err := New(Config{Workspace: ws, StateDir: state, Warm: WarmConfig{Spares: 2, wait: true}})
+	// PYEXEC_BENCH_PYTHON picks the interpreter (e.g. a fresh venv's: the
+	// default one may import more at startup, which every fork then copies).
+	e, err := New(Config{Workspace: ws, StateDir: state, Python: os.Getenv("PYEXEC_BENCH_PYTHON"), Warm: WarmConfig{Spares: 2, wait: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
