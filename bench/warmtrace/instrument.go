@@ -95,7 +95,7 @@ var edits = []edit{
 	{file: "internal/engine/driver.py", anchor: "    _fresh_stdio()\n", after: "    _t(os, _TFD, \"g.stdio\")\n"},
 	{file: "internal/engine/driver.py", anchor: "        exec(compile(source, path, \"exec\", dont_inherit=True), main.__dict__)\n",
 		before: "        _t(os, _TFD, \"g.exec\")\n", after: "        _t(os, _TFD, \"g.execd\")\n"},
-	{file: "internal/engine/driver.py", anchor: "    os._exit(code & 0xFF)\n", before: "    _t(os, _TFD, \"g.exit\")\n"},
+	{file: "internal/engine/driver.py", anchor: "    if kbi:\n        try:\n            signal.signal(signal.SIGINT, signal.SIG_DFL)\n", before: "    _t(os, _TFD, \"g.exit\")\n"},
 	{file: "internal/engine/driver.py", anchor: "    signal.setitimer(signal.ITIMER_REAL, 0)\n    handover()\n",
 		after: "    if st[\"status\"] >= 0:\n        _t(os, st[\"status\"], \"s.reaped\")\n"},
 }
