@@ -96,7 +96,7 @@ func run(ctx context.Context, n int, python, rev string, keep bool) error {
 	}
 	fmt.Printf("# %s: %d runs, python %q, load average %s\n\n", what, len(runs), python, strings.Join(strings.Fields(string(load))[:3], " "))
 	report(os.Stdout, runs)
-	return nil
+	return floor(ctx, os.Stdout, python)
 }
 
 // moduleRoot is the directory of go.mod, found from the working directory up.

@@ -35,7 +35,7 @@
 #   server -> G, per run:    RUN, cwd, file, grace_ms, box, nargs, *args, nenv, *env
 #                            with SCM_RIGHTS [stdin, stdout, stderr, status,
 #                            *cgroup files, ruleset?, *extra files]
-#                            box = "ncgroup,ruleset,flags,cpu_seconds,clean,serial"
+#                            box = "ncgroup,ruleset,flags,cpu_seconds,clean,serial,watch"
 #   G -> S (socketpair):     "T grace_ms clean serial" with SCM_RIGHTS [status];
 #                            or E (EOF)
 #   G -> S (shared memory):  after the run's code, "I" and the top-level
@@ -131,7 +131,7 @@ def _zygote():
     import atexit
     import signal
     import fcntl
-    import resource  # noqa: F401 - os.wait4 and getrusage in S
+    import resource  # os.wait4's rusage in S, and G's own as it exits (_report_rusage)
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -145,8 +145,8 @@ def _zygote():
 
     gc.collect()
     gc.freeze()  # collections in the children never walk (and copy) our heap
-    global _GC, _ATEXIT
-    _GC, _ATEXIT = gc, atexit  # a run's teardown uses them without importing (G drops the driver's modules)
+    global _GC, _ATEXIT, _RESOURCE
+    _GC, _ATEXIT, _RESOURCE = gc, atexit, resource  # a run's teardown uses them without importing (G drops the driver's modules)
 
     # What its serial runs may not name (see _protect): the zygote and its
     # threads (a preloaded library may have started some).
@@ -235,6 +235,13 @@ def _spare(os, signal, _socket, ctl, ctlsock, notify_r, notify_w, libc, PR_SET_C
         me = int(os.readlink(_PROC + "/self"))
     except (OSError, ValueError):
         me = me_local
+    global _ME
+    _ME = me
+    _exit_watch_setup(libc)
+    if _EXIT_ADDR is not None:
+        # A child's end interrupts the exit watch's futex wait (the handler
+        # itself does nothing; Python installs it without SA_RESTART).
+        signal.signal(signal.SIGCHLD, lambda *a: None)
     st = {"handover": lambda: None, "taken": False, "term": False, "grace": 0.5}
 
     def tree(sig):
@@ -276,9 +283,11 @@ def _fork_g(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, gated, inhe
     is the last run's status channel, which G must not keep."""
     mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     _clear_report()
+    _disarm_exit_watch()
     gpid = os.fork()
     if gpid == 0:
         try:
+            _register_exit_watch(libc)
             mine.close()
             if inherited >= 0:
                 os.close(inherited)
@@ -287,6 +296,7 @@ def _fork_g(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, gated, inhe
             _die()
         _die()
     theirs.close()
+    _arm_exit_watch(gpid)
     return gpid, mine
 
 
@@ -294,7 +304,8 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     """Supervise G's run to the end and report it; return the next run's G
     when S is to serve another run, else None."""
     st.clear()
-    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "handover": lambda: None})
+    st.update({"term": False, "grace": 0.5, "taken": False, "status": -1, "clean": False, "serial": False, "watch": False,
+               "handover": lambda: None})
     gpid, mine = g
 
     # S sleeps in wait4 through the whole run: G's handover (the status pipe
@@ -318,6 +329,7 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
                 st["grace"] = max(0.001, int(f[0]) / 1000.0)
                 st["clean"] = f[1] == b"1"
                 st["serial"] = f[2] == b"1"
+                st["watch"] = f[3] == b"1"
             except (ValueError, IndexError):
                 pass
         for fd in fds:
@@ -329,11 +341,41 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     # summed over every reaped process, the largest resident set of any.
     utime = stime = 0.0
     maxrss = 0
+    # While G lives and the exit watch holds, S waits on it rather than in
+    # wait4: the kernel wakes S when G starts to exit, before it frees its
+    # address space (which takes longer than anything else after a short
+    # run), and S reports the run over then if nothing of it can run any
+    # more (see _dying). Anything unexpected, and S waits in wait4 as ever.
+    watch = _EXIT_ADDR is not None
+    early = None
     while True:
-        try:
-            pid, ws, ru = os.wait4(-1, 0)
-        except ChildProcessError:
-            break
+        if watch and main is None:
+            try:
+                pid, ws, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                word = _exit_word()
+                if word == gpid | _FUTEX_WAITERS:
+                    if not _futex_wait(libc, word):  # woken by G's exit, a signal (SIGCHLD, TERM) or 200 ms later
+                        # 200 ms into the run: G's handover is in by now. A
+                        # session's process (no watch) is waited for in
+                        # wait4 from now on, as before the watch existed.
+                        handover()
+                        watch = st["taken"] and st["watch"]
+                    continue
+                # On the owner's death the kernel keeps FUTEX_WAITERS and sets
+                # FUTEX_OWNER_DIED in place of the tid.
+                early = _dying(os, gpid) if word == _FUTEX_WAITERS | _FUTEX_OWNER_DIED else None
+                if early is not None:
+                    break
+                watch = False  # G exec'd, or the run changed the word: wait4 from now on
+                continue
+        else:
+            try:
+                pid, ws, ru = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
         utime += ru.ru_utime
         stime += ru.ru_stime
         maxrss = max(maxrss, ru.ru_maxrss)
@@ -351,8 +393,13 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     handover()
     mine.close()
     imports = _read_imports() if st["taken"] else None
+    if early is not None:
+        main, u, s_, rss = early
+        utime, stime, maxrss = utime + u, stime + s_, max(maxrss, rss)
     status = st["status"]
     if status < 0:
+        if early is not None:
+            _reap(os, gpid)
         return None  # a spare that never ran (EOF, or killed)
     if imports:
         _emit(os, status, '{"kind":"imports","modules":[%s]}\n' % ",".join('"%s"' % m for m in imports))
@@ -363,8 +410,8 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
         elif os.WIFSIGNALED(main):
             sig = os.WTERMSIG(main)
             code = -sig
-    _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d}\n'
-          % (code, sig, utime, stime, maxrss * 1024))
+    _emit(os, status, '{"kind":"exit","exit_code":%d,"signal":%d,"user_seconds":%.6f,"system_seconds":%.6f,"max_rss_bytes":%d,"early":%d}\n'
+          % (code, sig, utime, stime, maxrss * 1024, early is not None))
     nxt = None
     if st["serial"]:
         # The next run's G is forked now, while the server reads the result
@@ -372,6 +419,13 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
         # are off that request's clock. It takes no request before what
         # this run left is removed below.
         nxt = _fork_g(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st["clean"], status)
+    if early is not None and (not st["clean"] or _shared_left(os, libc)):
+        # G is still freeing its memory, and detaching SysV segments, which
+        # the clean-up below must find gone: wait for its end first. (When
+        # the run left nothing there, G, which runs nothing any more, is
+        # reaped after the next G may go.)
+        _reap(os, gpid)
+        early = None
     if st["clean"]:
         import json
 
@@ -397,7 +451,24 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
                 except OSError:
                     pass  # G died: S sees it in wait4 as a spare that never ran
     os.close(status)
+    if early is not None:
+        _reap(os, gpid)  # before the next run's wait4(-1) could take it for one of that run's processes
     return nxt
+
+
+def _shared_left(os, libc):
+    """Does /dev/shm, SysV IPC or the message queue filesystem hold
+    anything? (What _cleanup looks at first; a SysV segment a dying
+    process still has attached counts, even once removed.)"""
+    if os.listdir("/dev/shm"):
+        return True
+    for kind in ("shm", "sem", "msg"):
+        if _ipc_count(libc, kind):
+            return True
+    try:
+        return bool(os.listdir(_MQUEUE))
+    except OSError:
+        return True
 
 
 def _reap(os, pid):
@@ -762,7 +833,7 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc, gated):
     for fd in fds:
         os.close(fd)
     stdin, stdout, stderr, status = high[:4]
-    ncg, has_ruleset, flags, cpu, clean, serial = [int(x) for x in f[4].split(b",")]
+    ncg, has_ruleset, flags, cpu, clean, serial, watch = [int(x) for x in f[4].split(b",")]
     cgroups = high[4:4 + ncg]
     ruleset = high[4 + ncg] if has_ruleset else -1
     extra = high[4 + ncg + has_ruleset:]
@@ -778,7 +849,9 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc, gated):
         _emit(os, status, '{"kind":"error","exit_code":127,"error":%s}\n' % json.dumps("warm confinement: %s" % e))
         os._exit(0)  # S sees no handover and exits quietly; the run starts cold
     try:
-        sup.sendmsg([b"T %s %d %d" % (f[3], clean, serial)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
+        if not watch:
+            _unregister_exit_watch(libc)  # a session's process: it stays as a cold one would be
+        sup.sendmsg([b"T %s %d %d %d" % (f[3], clean, serial, watch)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, status.to_bytes(4, sys.byteorder))])
     except OSError:
         os._exit(0)  # no supervisor, no run: the server sees EOF and goes cold
     _emit(os, status, '{"kind":"started","pid":%d,"supervisor":%d}\n' % (os.getpid(), sup_pid))
@@ -899,8 +972,10 @@ def _rehearse():
 
 
 _hidden = []
+_ME = 0  # S's pid as _PROC names it
 _GC = None  # the zygote's gc and atexit modules (see _finalize)
 _ATEXIT = None
+_RESOURCE = None
 _REPORT = None  # the page G reports its imports in (S's; see _clear_report)
 _SITE_DIRS = ()  # the zygote's sys.path directories that are not the standard library
 _rt = None  # pyexec_rt (display and error hooks), loaded once by the zygote
@@ -1050,6 +1125,10 @@ def _finalize(os, signal, code, kbi):
         status = -1
     if status < 0:
         code = 120
+    _report_rusage()
+    # The run's descriptors go now rather than after the kernel has freed
+    # the address space: the server sees the end of stdout and stderr at once.
+    os.closerange(0, 1 << 20)
     if kbi:
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -1234,6 +1313,143 @@ def _read_imports():
         if len(name) <= 100 and all(p.isidentifier() for p in name.split(".")):
             out.append(name)
     return out
+
+
+# The exit watch. G's main thread registers a robust futex list of one entry
+# whose futex word (in a page S shares with it) holds G's tid; whenever that
+# thread ends (exit, exit_group, any signal) the kernel marks the word
+# FUTEX_OWNER_DIED and wakes S, at the start of freeing G's memory rather
+# than after it. The run can write the page or register another list: then
+# S no longer gets that wake (it waits in wait4 instead, or at most 200 ms
+# between checks), and S only ever believes what /proc says (_dying).
+
+_FUTEX_WAITERS = 0x80000000
+_FUTEX_OWNER_DIED = 0x40000000
+_PF_EXITING = 0x4
+_EXIT_PAGE = None  # the shared page, made once per S
+_EXIT_ADDR = None  # its address (the same in S and every G it forks)
+_GLIBC_ROBUST = None  # G: the robust list glibc registered, (head, size)
+_SYSCALLS = {"x86_64": (202, 273, 274), "aarch64": (98, 99, 100)}  # futex, set_robust_list, get_robust_list
+
+
+def _exit_watch_setup(libc):
+    global _EXIT_PAGE, _EXIT_ADDR, _SYS_FUTEX, _SYS_ROBUST, _SYS_GET_ROBUST, _ctypes
+    nums = _SYSCALLS.get(os.uname().machine)
+    if nums is None:
+        return
+    try:
+        import ctypes
+        import mmap
+
+        page = mmap.mmap(-1, 4096)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    except (ImportError, OSError, ValueError, TypeError):
+        return
+    _ctypes = ctypes
+    _SYS_FUTEX, _SYS_ROBUST, _SYS_GET_ROBUST = nums
+    _EXIT_PAGE, _EXIT_ADDR = page, addr
+
+
+def _disarm_exit_watch():
+    if _EXIT_PAGE is not None:
+        _EXIT_PAGE[:88] = bytes(88)
+
+
+def _arm_exit_watch(gpid):
+    """S, after forking G: the robust list (head at 0: next, futex_offset,
+    list_op_pending; the one entry at 24, its word at 24 + 8) and the word,
+    G's tid with FUTEX_WAITERS (so that the kernel wakes on G's death)."""
+    if _EXIT_PAGE is None:
+        return
+    a = _EXIT_ADDR
+    b = b"".join(x.to_bytes(8, sys.byteorder) for x in (a + 24, 8, 0, a))
+    _EXIT_PAGE[:32] = b
+    _EXIT_PAGE[32:36] = (gpid | _FUTEX_WAITERS).to_bytes(4, sys.byteorder)
+
+
+def _register_exit_watch(libc):
+    """G, first thing after the fork (so that no death of G goes unseen).
+    The list replaces the one glibc registered for the thread, which only
+    process-shared robust mutexes use: a run that dies holding one does not
+    mark it EOWNERDEAD for the other processes."""
+    global _EXIT_ADDR, _GLIBC_ROBUST
+    if _EXIT_ADDR is None:
+        return
+    head, size = _ctypes.c_void_p(), _ctypes.c_size_t()
+    if libc.syscall(_ctypes.c_long(_SYS_GET_ROBUST), 0, _ctypes.byref(head), _ctypes.byref(size)) == 0:  # get_robust_list
+        _GLIBC_ROBUST = head, size
+    if libc.syscall(_ctypes.c_long(_SYS_ROBUST), _ctypes.c_void_p(_EXIT_ADDR), _ctypes.c_size_t(24)) != 0:
+        _EXIT_ADDR = None  # S finds the word unchanged and waits for SIGCHLD or the timeout as ever
+
+
+def _unregister_exit_watch(libc):
+    """G: glibc's robust list back, for a run without the watch."""
+    global _EXIT_ADDR
+    if _EXIT_ADDR is not None and _GLIBC_ROBUST is not None:
+        libc.syscall(_ctypes.c_long(_SYS_ROBUST), _GLIBC_ROBUST[0], _GLIBC_ROBUST[1])
+    _EXIT_ADDR = None
+
+
+def _report_rusage():
+    """G, as it exits: its rusage, as wait4 would give it to S, for the
+    exit watch (while the kernel frees its memory, /proc has no more of it)."""
+    if _EXIT_PAGE is None or _RESOURCE is None:
+        return
+    try:
+        me, kids = _RESOURCE.getrusage(_RESOURCE.RUSAGE_SELF), _RESOURCE.getrusage(_RESOURCE.RUSAGE_CHILDREN)
+        vals = (int((me.ru_utime + kids.ru_utime) * 1e6), int((me.ru_stime + kids.ru_stime) * 1e6), max(me.ru_maxrss, kids.ru_maxrss))
+        _EXIT_PAGE[64:88] = b"".join(v.to_bytes(8, sys.byteorder) for v in vals)
+    except (OSError, ValueError, OverflowError):
+        pass
+
+
+def _exit_word():
+    return int.from_bytes(_EXIT_PAGE[32:36], sys.byteorder)
+
+
+def _futex_wait(libc, word):
+    """Sleep while the word holds its value: until G's death marks it, a
+    signal arrives (S's SIGCHLD handler makes that interrupt) or 200 ms;
+    False when the 200 ms passed."""
+    ts = (_ctypes.c_long * 2)(0, 200 * 1000 * 1000)
+    return libc.syscall(_ctypes.c_long(_SYS_FUTEX), _ctypes.c_void_p(_EXIT_ADDR + 32), _ctypes.c_int(0),  # FUTEX_WAIT (shared)
+                 _ctypes.c_uint32(word), ts, _ctypes.c_void_p(0), _ctypes.c_int(0)) == 0 or _ctypes.get_errno() != 110  # ETIMEDOUT
+
+
+def _dying(os, gpid):
+    """G's main thread has ended: is the run over, with nothing of it able to
+    run again? Only if S has no child but G, and every thread of G is
+    exiting (PF_EXITING: past exit_signals, never to return to user space)
+    with no child of its own. Returns G's wait status (set by the kernel
+    before the wake) and its rusage from /proc, else None."""
+    try:
+        with open(_PROC + "/%d/task/%d/children" % (_ME, _ME), "rb") as f:
+            kids = f.read().split()
+        if len(kids) != 1 or _local_pid(os, int(kids[0])) != gpid:
+            return None
+        g = _PROC + "/" + kids[0].decode()
+        ws, ticks = 0, [0, 0]
+        for t in os.listdir(g + "/task"):
+            with open("%s/task/%s/stat" % (g, t), "rb") as f:
+                st = f.read()
+            fields = st[st.rindex(b")") + 2:].split()
+            if not int(fields[6]) & _PF_EXITING:
+                return None
+            with open("%s/task/%s/children" % (g, t), "rb") as f:
+                if f.read().strip():
+                    return None
+            if t == kids[0].decode():
+                ws = int(fields[49])
+                ticks = [int(fields[11]) + int(fields[13]), int(fields[12]) + int(fields[14])]
+    except (OSError, ValueError, IndexError):
+        return None
+    # The rusage G wrote just before it exited (its own and its reaped
+    # children's; a run that wrote the page itself only misstates its own
+    # figures), and never less than the kernel's tick counts, which a run
+    # killed before it could write them has alone.
+    hz = os.sysconf("SC_CLK_TCK") or 100
+    user_us, sys_us, rss = (int.from_bytes(_EXIT_PAGE[o:o + 8], sys.byteorder) for o in (64, 72, 80))
+    return ws, max(user_us / 1e6, ticks[0] / hz), max(sys_us / 1e6, ticks[1] / hz), rss
 
 
 _inherited = _startup_modules

@@ -101,6 +101,7 @@ type warmPool struct {
 	cleanups sync.WaitGroup // background cleanups of finished runs
 
 	warmRuns, coldRuns atomic.Uint64
+	earlyExits         atomic.Uint64 // warm runs reported over as their process began to exit (tests)
 	reasonsMu          sync.Mutex
 	reasons            map[string]uint64
 	retiredBroken      map[string]uint64 // zygotes retired because they could not serve on, by why
@@ -235,6 +236,11 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 			w.broken(z, why)
 		},
 		imports: func(mods []string) { w.learn(z, p, mods) },
+		exited: func(early bool) {
+			if early {
+				w.earlyExits.Add(1)
+			}
+		},
 	})
 	if err != nil {
 		// The request could not be sent: the zygote is gone (or going).

@@ -34,6 +34,9 @@ type warmHooks struct {
 	// imports hears the top-level modules the run imported from the
 	// interpreter's site dirs (adaptive preload, adaptive.go).
 	imports func([]string)
+	// exited hears whether S reported the run over as soon as its process
+	// began to exit (driver.py's exit watch), or only once it was reaped.
+	exited func(early bool)
 }
 
 // start hands p to one of the zygote's spare runs, with box (the run's
@@ -71,7 +74,7 @@ func (z *zygote) start(p *prepared, opts launcher.Options, grace time.Duration, 
 	}
 	// Fd puts the files in blocking mode, which is what the run expects.
 	fds := []int{int(stdin.Fd()), int(opts.Stdout.Fd()), int(opts.Stderr.Fd()), int(statusW.Fd())}
-	conf := boxFields{clean: z.exclusive && z.report.PrivateShm, serial: z.exclusive}
+	conf := boxFields{clean: z.exclusive && z.report.PrivateShm, serial: z.exclusive, watch: !p.dedicated}
 	if box != nil {
 		for _, f := range box.CgroupFiles() {
 			fds = append(fds, int(f.Fd()))
@@ -115,10 +118,13 @@ type boxFields struct {
 	// serial: the zygote serves one run at a time (S stays for the next),
 	// and the run may not name the zygote's own processes (see driver.py).
 	serial bool
+	// watch: S may report the run over as its process begins to exit (the
+	// exit watch, driver.py); off for a session, whose process lives on.
+	watch bool
 }
 
 func (b boxFields) String() string {
-	return fmt.Sprintf("%d,%d,%d,%d,%d,%d", b.cgroups, b2i(b.ruleset), b.flags, b.cpu, b2i(b.clean), b2i(b.serial))
+	return fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d", b.cgroups, b2i(b.ruleset), b.flags, b.cpu, b2i(b.clean), b2i(b.serial), b2i(b.watch))
 }
 
 func b2i(b bool) int {
@@ -271,9 +277,17 @@ func (r *warmRun) readStatus(f *os.File, onStart func(int)) {
 			r.startErr = &ev
 		case launcher.EventExit:
 			// The supervisor's last word about the run, written once every
-			// process of the run is reaped: the run is over (no need to
-			// wait for the supervisor's own exit).
+			// process of the run is reaped, or is exiting with nothing of it
+			// able to run again: the run is over (no need to wait for the
+			// supervisor's own exit).
 			r.final, r.gotFinal = ev, true
+			if r.hooks.exited != nil {
+				var watch struct {
+					Early int `json:"early"`
+				}
+				_ = json.Unmarshal(line, &watch)
+				r.hooks.exited(watch.Early == 1)
+			}
 		case warmEventImports:
 			var imp importsEvent
 			if r.hooks.imports != nil && json.Unmarshal(line, &imp) == nil && len(imp.Modules) > 0 {
