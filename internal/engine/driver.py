@@ -350,26 +350,29 @@ def _supervise(os, signal, _socket, ctl, ctlsock, notify_w, libc, keep, st, tree
     early = None
     while True:
         if watch and main is None:
+            word = _exit_word()
+            if word == _FUTEX_WAITERS | _FUTEX_OWNER_DIED:
+                # G's main thread has ended (the kernel keeps FUTEX_WAITERS
+                # and sets FUTEX_OWNER_DIED in place of the tid).
+                early = _dying(os, gpid)
+                if early is not None:
+                    break
+                watch = False  # G exec'd, or a thread of it lives on: wait4 from now on
+                continue
+            if word != gpid | _FUTEX_WAITERS:
+                watch = False  # the run changed the word
+                continue
             try:
                 pid, ws, ru = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
-                word = _exit_word()
-                if word == gpid | _FUTEX_WAITERS:
-                    if not _futex_wait(libc, word):  # woken by G's exit, a signal (SIGCHLD, TERM) or 200 ms later
-                        # 200 ms into the run: G's handover is in by now. A
-                        # session's process (no watch) is waited for in
-                        # wait4 from now on, as before the watch existed.
-                        handover()
-                        watch = st["taken"] and st["watch"]
-                    continue
-                # On the owner's death the kernel keeps FUTEX_WAITERS and sets
-                # FUTEX_OWNER_DIED in place of the tid.
-                early = _dying(os, gpid) if word == _FUTEX_WAITERS | _FUTEX_OWNER_DIED else None
-                if early is not None:
-                    break
-                watch = False  # G exec'd, or the run changed the word: wait4 from now on
+                if not _futex_wait(libc, word):  # woken by G's exit, a signal (SIGCHLD, TERM) or 200 ms later
+                    # 200 ms into the run: G's handover is in by now. A
+                    # session's process (no watch) is waited for in wait4
+                    # from now on, as before the watch existed.
+                    handover()
+                    watch = st["taken"] and st["watch"]
                 continue
         else:
             try:
@@ -1435,9 +1438,10 @@ def _dying(os, gpid):
             fields = st[st.rindex(b")") + 2:].split()
             if not int(fields[6]) & _PF_EXITING:
                 return None
-            with open("%s/task/%s/children" % (g, t), "rb") as f:
-                if f.read().strip():
-                    return None
+            if fields[0] != b"Z":  # a zombie has no children (they went to S)
+                with open("%s/task/%s/children" % (g, t), "rb") as f:
+                    if f.read().strip():
+                        return None
             if t == kids[0].decode():
                 ws = int(fields[49])
                 ticks = [int(fields[11]) + int(fields[13]), int(fields[12]) + int(fields[14])]
