@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -151,6 +153,9 @@ func newWarmPool(e *Engine) *warmPool {
 	}
 	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
+	// Spare cgroups are named like the runs' (see sandbox.go): unique to
+	// this state dir among servers sharing a parent cgroup.
+	w.confine.SpareTag = fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmpRoot(e.cfg.StateDir))))
 	w.bg.Add(1)
 	go w.janitor()
 	// Warm the default interpreter right away: the first request should
@@ -473,6 +478,9 @@ func (w *warmPool) addLocked(key string, p *prepared) *zygote {
 		w.failedAt[key] = time.Now()
 		return nil
 	}
+	if p.sandbox != nil {
+		w.confine.Ahead(p.sandbox.Limits) // its first run's cgroup
+	}
 	w.zs[key] = append(w.zs[key], z)
 	delete(w.failedAt, key)
 	w.bg.Add(1)
@@ -595,4 +603,5 @@ func (w *warmPool) close() {
 		z.proc.Terminate()
 	}
 	w.bg.Wait() // includes every zygote's exit
+	_ = w.confine.Close()
 }

@@ -35,10 +35,19 @@ import (
 // Warm prepares warm runs for one server: it keeps what does not change
 // between runs (where cgroups are created) so that a run pays only for what
 // is its own.
+//
+// A Warm must be closed (Close) once its server takes no more runs: it
+// holds spare cgroups and open descriptors.
 type Warm struct {
+	// SpareTag names this server's spare cgroups ("pyexec-spare-TAG-N"),
+	// so that servers sharing a parent cgroup (and their leftover checks)
+	// tell theirs apart.
+	SpareTag string
+
 	once   sync.Once
 	loc    cgroupLoc
 	locErr error
+	stock  cgroupStock
 }
 
 type cgroupLoc struct{ mode, mem, pids string }
@@ -56,15 +65,15 @@ func (h *Warm) location() (cgroupLoc, error) {
 type WarmRun struct {
 	spec    Spec
 	zygote  Report
-	cg      *cgroup
-	join    []*os.File // cgroup files the fork writes "0" to
-	ruleset *os.File   // Landlock ruleset the fork restricts itself with
+	cg      *warmCgroup
+	ruleset *os.File // Landlock ruleset the fork restricts itself with
 	flags   uint32
 	applied []string
 }
 
-// Prepare creates the run's cgroup (memory and process caps, peak
-// memory, kill-all) and its Landlock ruleset, and gives its tmp dir to the
+// Prepare gives the run its cgroup (memory and process caps, peak
+// memory, kill-all: a spare made ahead with the run's limits, or one made
+// now) and its Landlock ruleset, and gives its tmp dir to the
 // run-as user. zygote is the warm interpreter's own started report: its
 // mechanisms are the run's too; zygotePID is its pid, through which the
 // ruleset reaches what its mount namespace mounts privately (/dev/shm). An
@@ -83,24 +92,14 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
-		cg, err := newCgroupAt(loc.mode, loc.mem, loc.pids, spec.RunID, lim)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
+		cg := h.stock.take(loc, h.SpareTag, lim)
+		if cg == nil {
+			if cg, err = newWarmCgroup(loc, spec.RunID, lim); err != nil {
+				return nil, fmt.Errorf("sandbox: cgroup: %w", err)
+			}
 		}
 		w.cg = cg
-		w.applied = append(w.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.mode, lim.MemoryBytes, lim.MaxProcs))
-		names := []string{filepath.Join(cg.memDir, "tasks"), filepath.Join(cg.pidsDir, "tasks")}
-		if cg.mode == "v2" {
-			names = []string{filepath.Join(cg.dir, "cgroup.procs")}
-		}
-		for _, n := range names {
-			f, err := os.OpenFile(n, os.O_WRONLY, 0)
-			if err != nil {
-				w.Close()
-				return nil, fmt.Errorf("sandbox: open %s: %w", n, err)
-			}
-			w.join = append(w.join, f)
-		}
+		w.applied = append(w.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.cg.mode, lim.MemoryBytes, lim.MaxProcs))
 	}
 	if confine {
 		abi, err := ll.LandlockGetABIVersion()
@@ -157,7 +156,12 @@ func zygoteSkippedCgroup(z Report) bool {
 
 // CgroupFiles are the files the fork writes "0" to, joining the run's
 // cgroup before anything else (none without a cgroup).
-func (w *WarmRun) CgroupFiles() []*os.File { return w.join }
+func (w *WarmRun) CgroupFiles() []*os.File {
+	if w.cg == nil {
+		return nil
+	}
+	return w.cg.join
+}
 
 // Ruleset is the run's Landlock ruleset and its landlock_restrict_self
 // flags (nil when there is no Landlock layer to add).
@@ -175,10 +179,9 @@ func (w *WarmRun) CPUSeconds() int64 {
 // ReleaseFiles closes the server's copies of the descriptors once the fork
 // holds its own.
 func (w *WarmRun) ReleaseFiles() {
-	for _, f := range w.join {
-		f.Close()
+	if w.cg != nil {
+		w.cg.releaseJoin()
 	}
-	w.join = nil
 	if w.ruleset != nil {
 		w.ruleset.Close()
 		w.ruleset = nil
@@ -215,11 +218,37 @@ func (w *WarmRun) Close() error {
 	if w.cg == nil {
 		return nil
 	}
-	w.cg.killAll()
-	err := w.cg.remove()
+	err := w.cg.close()
 	w.cg = nil
 	return err
 }
+
+// Ahead makes spare cgroups for runs with limits lim in the background (a
+// warm interpreter was started for such runs), so that the first of them
+// finds one too.
+func (h *Warm) Ahead(lim Limits) {
+	lim = lim.WithDefaults()
+	if lim.MemoryBytes <= 0 && lim.MaxProcs <= 0 {
+		return
+	}
+	loc, err := h.location()
+	if err != nil {
+		return
+	}
+	h.stock.mu.Lock()
+	defer h.stock.mu.Unlock()
+	if !h.stock.closed {
+		h.stock.refillLocked(loc, h.SpareTag, stockKey{lim.MemoryBytes, lim.MaxProcs}, lim)
+	}
+}
+
+// Spares lists the directories of the spare cgroups made ahead and not
+// handed out yet (none once closed).
+func (h *Warm) Spares() []string { return h.stock.names() }
+
+// Close removes the spare cgroups. Runs prepared after it get cgroups of
+// their own, made for them, as without spares.
+func (h *Warm) Close() error { return h.stock.close() }
 
 // Covers reports whether a warm interpreter confined by zygote can fork runs
 // confined by run: same settings, identity, workspace and hidden trees, and

@@ -1,0 +1,185 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// stockFor is a stock of spare cgroups tagged for this test, and where
+// they are made.
+func stockFor(t *testing.T) (*cgroupStock, cgroupLoc, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	var loc cgroupLoc
+	var err error
+	if loc.mode, loc.mem, loc.pids, err = cgroupLocation(); err != nil {
+		t.Skip(err)
+	}
+	tag := fmt.Sprintf("test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	s := &cgroupStock{}
+	t.Cleanup(func() {
+		_ = s.close()
+		noCgroupLeftFor(t, "spare-"+tag+"-")
+	})
+	return s, loc, tag
+}
+
+func cgroupFile(t *testing.T, c *warmCgroup, ctl, name string) string {
+	t.Helper()
+	dir := c.cg.dir
+	if c.cg.mode == "v1" {
+		dir = c.cg.memDir
+		if ctl == "pids" {
+			dir = c.cg.pidsDir
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// A spare cgroup is fresh (no process has ever been in it, no peak) and
+// has the limits it was asked for; one with other limits is never handed
+// out; a spare is handed out once.
+func TestCgroupStock(t *testing.T) {
+	s, loc, tag := stockFor(t)
+	lim := Limits{MemoryBytes: 96 << 20, MaxProcs: 17}
+	other := Limits{MemoryBytes: 64 << 20, MaxProcs: 17}
+	if c := s.take(loc, tag, lim); c != nil {
+		t.Fatal("an empty stock handed out a cgroup")
+	}
+	s.work.Wait()
+	if n := len(s.spares[stockKey{lim.MemoryBytes, lim.MaxProcs}]); n != stockDepth {
+		t.Fatalf("%d spares made, want %d", n, stockDepth)
+	}
+	seen := map[*warmCgroup]bool{}
+	for i := 0; i < 2*stockDepth; i++ {
+		c := s.take(loc, tag, lim)
+		if c == nil {
+			s.work.Wait() // refilled in the background
+			if c = s.take(loc, tag, lim); c == nil {
+				t.Fatal("no spare after the refill")
+			}
+		}
+		if seen[c] {
+			t.Fatal("a spare was handed out twice")
+		}
+		seen[c] = true
+		memLimit, pidsLimit := "memory.limit_in_bytes", "pids.max"
+		peak, procs := "memory.max_usage_in_bytes", "cgroup.procs"
+		if c.cg.mode == "v2" {
+			memLimit, peak = "memory.max", "memory.peak"
+		}
+		if got := cgroupFile(t, c, "memory", memLimit); got != strconv.FormatInt(lim.MemoryBytes, 10) {
+			t.Errorf("memory limit %s, want %d", got, lim.MemoryBytes)
+		}
+		if got := cgroupFile(t, c, "pids", pidsLimit); got != "17" {
+			t.Errorf("pids limit %s, want 17", got)
+		}
+		if got := cgroupFile(t, c, "pids", procs); got != "" {
+			t.Errorf("a spare has processes: %q", got)
+		}
+		if got := cgroupFile(t, c, "memory", peak); got != "0" {
+			t.Errorf("a spare has a peak: %s", got)
+		}
+		if st := c.stats(); st != (cgroupStats{}) {
+			t.Errorf("a spare's evidence: %+v", st)
+		}
+		if len(c.join) == 0 {
+			t.Error("no join files open")
+		}
+		if err := c.close(); err != nil {
+			t.Error(err)
+		}
+	}
+	// Other limits: no spare of lim fits; one with other's is made next.
+	if c := s.take(loc, tag, other); c != nil {
+		t.Fatal("a spare with other limits was handed out")
+	}
+	s.work.Wait()
+	c := s.take(loc, tag, other)
+	if c == nil {
+		t.Fatal("no spare with the other limits")
+	}
+	defer c.close()
+	if got := cgroupFile(t, c, "memory", map[string]string{"v1": "memory.limit_in_bytes", "v2": "memory.max"}[c.cg.mode]); got != strconv.FormatInt(other.MemoryBytes, 10) {
+		t.Errorf("memory limit %s, want %d", got, other.MemoryBytes)
+	}
+}
+
+// Close removes every spare (their directories are gone) and the stock
+// makes none after.
+func TestCgroupStockClose(t *testing.T) {
+	s, loc, tag := stockFor(t)
+	for i := int64(0); i < stockKeys+2; i++ { // beyond stockKeys: the oldest lose theirs
+		s.take(loc, tag, Limits{MemoryBytes: (64 + i) << 20, MaxProcs: 9})
+		s.work.Wait()
+	}
+	dirs := s.names()
+	if len(dirs) != stockKeys*stockDepth*len(uniq(loc.mem, loc.pids)) {
+		t.Errorf("%d spare dirs, want %d keys of %d", len(dirs), stockKeys, stockDepth)
+	}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("spare %s after Close: %v", d, err)
+		}
+	}
+	if c := s.take(loc, tag, Limits{MemoryBytes: 64 << 20, MaxProcs: 9}); c != nil {
+		t.Error("a closed stock handed out a cgroup")
+	}
+	s.work.Wait()
+	if n := len(s.names()); n != 0 {
+		t.Errorf("a closed stock made %d spares", n)
+	}
+	noCgroupLeftFor(t, "spare-"+tag+"-")
+}
+
+// The evidence read through the files opened with the cgroup is what
+// reading them by name tells, for a process that used memory in it.
+func TestWarmCgroupEvidence(t *testing.T) {
+	needPython(t)
+	s, loc, tag := stockFor(t)
+	s.take(loc, tag, Limits{MemoryBytes: 256 << 20, MaxProcs: 32})
+	s.work.Wait()
+	c := s.take(loc, tag, Limits{MemoryBytes: 256 << 20, MaxProcs: 32})
+	if c == nil {
+		t.Fatal("no spare")
+	}
+	defer c.close()
+	cmd := exec.Command(python, "-c", "import sys; sys.stdin.read(1); b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096])")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.join {
+		if _, err := f.WriteString(strconv.Itoa(cmd.Process.Pid)); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal(err)
+		}
+	}
+	in.Write([]byte("x"))
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, byName := c.stats(), c.cg.stats()
+	if got != byName || got.PeakMemoryBytes < 48<<20 || got.PeakPids < 1 {
+		t.Errorf("evidence %+v, by name %+v (want a peak of 48 MiB or more, 1 process or more)", got, byName)
+	}
+}
