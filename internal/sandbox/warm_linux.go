@@ -48,6 +48,7 @@ type Warm struct {
 	loc    cgroupLoc
 	locErr error
 	stock  cgroupStock
+	system systemParts // the system part of the runs' Landlock rulesets
 }
 
 type cgroupLoc struct{ mode, mem, pids string }
@@ -113,19 +114,14 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 			if zygote.PrivateShm || zygote.PrivateProc {
 				nsRoot = fmt.Sprintf("/proc/%d/root", zygotePID)
 			}
-			plan, err := planLandlock(&w.spec, abi, spec.Policy == PolicyStrict && abi >= 4, zygote.PrivateShm, nsRoot)
+			fd, flags, desc, err := h.system.ruleset(&w.spec, abi, spec.Policy == PolicyStrict && abi >= 4, zygote.PrivateShm, nsRoot)
 			if err != nil {
 				w.Close()
 				return nil, fmt.Errorf("sandbox: %w", err)
 			}
-			fd, flags, err := plan.cfg.NewRulesetFD(plan.rules...)
-			if err != nil {
-				w.Close()
-				return nil, fmt.Errorf("sandbox: landlock ruleset: %w", err)
-			}
 			if fd >= 0 {
 				w.ruleset, w.flags = os.NewFile(uintptr(fd), "landlock-ruleset"), flags
-				w.applied = append(w.applied, "landlock layer of the run: "+strings.Join(plan.desc, "; "))
+				w.applied = append(w.applied, "landlock layer of the run: "+strings.Join(desc, "; "))
 			}
 		}
 		if spec.TmpDir != "" && os.Geteuid() == 0 {
@@ -246,9 +242,13 @@ func (h *Warm) Ahead(lim Limits) {
 // handed out yet (none once closed).
 func (h *Warm) Spares() []string { return h.stock.names() }
 
-// Close removes the spare cgroups. Runs prepared after it get cgroups of
+// Close removes the spare cgroups and closes what was kept of the
+// Landlock rulesets. Runs prepared after it get cgroups of
 // their own, made for them, as without spares.
-func (h *Warm) Close() error { return h.stock.close() }
+func (h *Warm) Close() error {
+	h.system.close()
+	return h.stock.close()
+}
 
 // Covers reports whether a warm interpreter confined by zygote can fork runs
 // confined by run: same settings, identity, workspace and hidden trees, and
