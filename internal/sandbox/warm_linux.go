@@ -24,8 +24,10 @@ import (
 // idmapped workspace, private /dev/shm, nosuid mounts), the network, IPC and
 // PID namespaces with the warm interpreter's /proc, the empty capability
 // bounding set, no_new_privs, the seccomp filter and the rlimits. What a cold run gets per run, a warm run gets from WarmRun: the
-// server creates the run's cgroup and its Landlock ruleset (the same plan a
-// cold run's launcher computes) and hands the fork open descriptors; the
+// server gives the run its cgroup (made ahead, see warm_cgroup_linux.go)
+// and its Landlock ruleset (the same plan a cold run's launcher computes,
+// its system part kept between runs, see landlock_cache_linux.go) and
+// hands the fork open descriptors; the
 // fork joins the cgroup by writing "0" to them (the kernel checks the
 // opener's credentials, so an unprivileged fork can) and stacks the ruleset
 // as a second Landlock layer with landlock_restrict_self before the run's
