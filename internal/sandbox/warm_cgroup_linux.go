@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -163,7 +164,7 @@ func (s *cgroupStock) refillLocked(loc cgroupLoc, tag string, key stockKey, lim 
 	ids := make([]string, need)
 	for i := range ids {
 		s.seq++
-		ids[i] = "spare-" + tag + "-" + strconv.FormatUint(s.seq, 10)
+		ids[i] = spareID(tag, os.Getpid(), s.seq)
 	}
 	s.work.Add(1)
 	go func() {
@@ -190,6 +191,37 @@ func (s *cgroupStock) refillLocked(loc cgroupLoc, tag string, key stockKey, lim 
 			}
 		}
 	}()
+}
+
+// spareID names a spare cgroup: by the server's tag, its pid (a spare
+// whose server is gone is removed by the next: sweepSpares) and a number.
+func spareID(tag string, pid int, n uint64) string {
+	return "spare-" + tag + "-" + strconv.Itoa(pid) + "-" + strconv.FormatUint(n, 10)
+}
+
+// sweepSpares removes the spare cgroups a server with this tag left when
+// it was killed (its pid is gone). Only an empty cgroup can be removed,
+// and a spare is empty until it is handed out.
+func sweepSpares(loc cgroupLoc, tag string) {
+	prefix := cgroupPrefix + "spare-" + tag + "-"
+	for _, parent := range uniq(loc.mem, loc.pids) {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			rest, ok := strings.CutPrefix(e.Name(), prefix)
+			if !ok || !e.IsDir() {
+				continue
+			}
+			pidText, _, _ := strings.Cut(rest, "-")
+			pid, err := strconv.Atoi(pidText)
+			if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+				continue
+			}
+			_ = unix.Rmdir(filepath.Join(parent, e.Name()))
+		}
+	}
 }
 
 // discardLocked removes cgroups in the background (s.mu held).

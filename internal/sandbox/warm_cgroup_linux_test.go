@@ -183,3 +183,45 @@ func TestWarmCgroupEvidence(t *testing.T) {
 		t.Errorf("evidence %+v, by name %+v (want a peak of 48 MiB or more, 1 process or more)", got, byName)
 	}
 }
+
+// The spares a killed server left are removed by the next server with the
+// same tag; those of a live one (or of this process) are not.
+func TestSweepSpares(t *testing.T) {
+	_, loc, tag := stockFor(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip(err)
+	}
+	cases := []struct {
+		pid  int
+		gone bool
+	}{
+		{dead.Process.Pid, true},
+		{1, false},
+		{os.Getpid(), false},
+	}
+	var made []string
+	t.Cleanup(func() {
+		for _, d := range made {
+			os.Remove(d)
+		}
+	})
+	for _, tc := range cases {
+		for _, parent := range uniq(loc.mem, loc.pids) {
+			d := filepath.Join(parent, cgroupPrefix+spareID(tag, tc.pid, 1))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			made = append(made, d)
+		}
+	}
+	sweepSpares(loc, tag)
+	for i, tc := range cases {
+		for _, parent := range uniq(loc.mem, loc.pids) {
+			_, err := os.Stat(filepath.Join(parent, cgroupPrefix+spareID(tag, tc.pid, 1)))
+			if gone := os.IsNotExist(err); gone != tc.gone {
+				t.Errorf("case %d (pid %d) under %s: removed %v, want %v", i, tc.pid, parent, gone, tc.gone)
+			}
+		}
+	}
+}

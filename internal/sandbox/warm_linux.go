@@ -41,9 +41,10 @@ import (
 // A Warm must be closed (Close) once its server takes no more runs: it
 // holds spare cgroups and open descriptors.
 type Warm struct {
-	// SpareTag names this server's spare cgroups ("pyexec-spare-TAG-N"),
-	// so that servers sharing a parent cgroup (and their leftover checks)
-	// tell theirs apart.
+	// SpareTag names this server's spare cgroups
+	// ("pyexec-spare-TAG-PID-N"), so that servers sharing a parent cgroup
+	// (and their leftover checks) tell theirs apart; spares a killed server
+	// with the same tag left are removed when the first is made.
 	SpareTag string
 
 	once   sync.Once
@@ -58,6 +59,9 @@ type cgroupLoc struct{ mode, mem, pids string }
 func (h *Warm) location() (cgroupLoc, error) {
 	h.once.Do(func() {
 		h.loc.mode, h.loc.mem, h.loc.pids, h.locErr = cgroupLocation()
+		if h.locErr == nil && h.SpareTag != "" {
+			sweepSpares(h.loc, h.SpareTag)
+		}
 	})
 	return h.loc, h.locErr
 }
