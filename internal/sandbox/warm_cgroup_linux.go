@@ -80,6 +80,23 @@ func (w *warmCgroup) stats() cgroupStats {
 	return parseStats(b)
 }
 
+// rename gives the cgroup the name a run's cgroup has (cgroupPrefix+id),
+// so that a spare handed out is named like one made for the run. cgroup
+// v1 renames within a parent; v2 cannot, and a spare keeps its name.
+func (w *warmCgroup) rename(id string) {
+	name := cgroupPrefix + id
+	for _, d := range []*string{&w.cg.memDir, &w.cg.pidsDir, &w.cg.dir} {
+		if *d == "" || filepath.Base(*d) == name {
+			continue
+		}
+		to := filepath.Join(filepath.Dir(*d), name)
+		if os.Rename(*d, to) != nil {
+			return
+		}
+		*d = to
+	}
+}
+
 // releaseJoin closes the server's copies of the join files.
 func (w *warmCgroup) releaseJoin() {
 	for _, f := range w.join {

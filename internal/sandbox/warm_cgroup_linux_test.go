@@ -157,7 +157,28 @@ func TestWarmCgroupEvidence(t *testing.T) {
 	if c == nil {
 		t.Fatal("no spare")
 	}
+	// Handed out, it takes the run's name; what was opened still works.
+	id := fmt.Sprintf("test-%d-evidence", os.Getpid())
+	old := []string{c.cg.memDir, c.cg.pidsDir, c.cg.dir}
+	c.rename(id)
+	for _, d := range old {
+		if _, err := os.Stat(d); d != "" && !os.IsNotExist(err) {
+			t.Errorf("%s still there after the rename: %v", d, err)
+		}
+	}
+	defer noCgroupLeftFor(t, id)
 	defer c.close()
+	for _, d := range []string{c.cg.memDir, c.cg.pidsDir, c.cg.dir} {
+		if d == "" {
+			continue
+		}
+		if filepath.Base(d) != cgroupPrefix+id {
+			t.Errorf("renamed to %s, want %s", d, cgroupPrefix+id)
+		}
+		if _, err := os.Stat(d); err != nil {
+			t.Error(err)
+		}
+	}
 	cmd := exec.Command(python, "-c", "import sys; sys.stdin.read(1); b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096])")
 	in, err := cmd.StdinPipe()
 	if err != nil {

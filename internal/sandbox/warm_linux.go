@@ -100,10 +100,10 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 		cg := h.stock.take(loc, h.SpareTag, lim)
-		if cg == nil {
-			if cg, err = newWarmCgroup(loc, spec.RunID, lim); err != nil {
-				return nil, fmt.Errorf("sandbox: cgroup: %w", err)
-			}
+		if cg != nil {
+			cg.rename(spec.RunID) // named like the run's own, as when made for it
+		} else if cg, err = newWarmCgroup(loc, spec.RunID, lim); err != nil {
+			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 		w.cg = cg
 		w.applied = append(w.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.cg.mode, lim.MemoryBytes, lim.MaxProcs))
