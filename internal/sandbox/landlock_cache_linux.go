@@ -152,9 +152,18 @@ func buildSystemPart(s *Spec, start time.Time) (*systemPart, error) {
 		ds = append(ds, ancestors(filepath.Dir(real))...)
 		return real, ds
 	}
-	for _, h := range append(slices.Clone(alwaysHidden), s.Hidden...) {
-		for _, d := range func() []string { _, ds := addDeps(h); return ds }() {
-			deps[d] = true
+	if s.Policy != PolicyStrict {
+		// The listing of / splits along the path to every hidden tree but
+		// one inside another (the state dir in /tmp): it stops at the outer.
+		hidden, _ := hiddenTrees(s)
+		for _, h := range append(slices.Clone(alwaysHidden), s.Hidden...) {
+			real, ds := addDeps(h)
+			if real != "" && slices.ContainsFunc(hidden, func(o string) bool { return o != real && inTree(real, o) }) {
+				continue
+			}
+			for _, d := range ds {
+				deps[d] = true
+			}
 		}
 	}
 	for _, h := range checked {

@@ -227,3 +227,27 @@ func TestSystemPartRacy(t *testing.T) {
 		t.Error("kept a part made right after a change")
 	}
 }
+
+// A hidden tree inside another (a state dir in /tmp) adds nothing to what
+// the system part depends on: changes beside it keep it.
+func TestSystemPartNestedHidden(t *testing.T) {
+	s, k, _ := cacheSpec(t)
+	tmp := t.TempDir()
+	s.Hidden = append(s.Hidden, filepath.Join(tmp, "state"))
+	if err := os.Mkdir(filepath.Join(tmp, "state"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := part(t, k, s)
+	if err := os.WriteFile(filepath.Join(tmp, "beside"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !p.current() {
+		t.Error("a change inside /tmp made the system part stale")
+	}
+	if err := os.WriteFile(filepath.Join(s.Workspace, "beside"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p.current() {
+		t.Error("a change beside the other hidden tree kept the system part")
+	}
+}
