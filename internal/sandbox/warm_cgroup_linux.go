@@ -141,14 +141,14 @@ type cgroupStock struct {
 	work    sync.WaitGroup // fills and removals in flight
 }
 
-// take hands out a spare cgroup with limits lim (nil when there is none)
-// and has the stock for lim refilled in the background. tag names the
-// spares (see Warm.SpareTag).
-func (s *cgroupStock) take(loc cgroupLoc, tag string, lim Limits) *warmCgroup {
+// take hands out a spare cgroup with limits lim, renamed for run id (nil
+// when there is none), and has the stock for lim refilled in the
+// background. tag names the spares (see Warm.SpareTag).
+func (s *cgroupStock) take(loc cgroupLoc, tag string, lim Limits, id string) *warmCgroup {
 	key := stockKey{lim.MemoryBytes, lim.MaxProcs}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	var got *warmCgroup
@@ -156,7 +156,17 @@ func (s *cgroupStock) take(loc cgroupLoc, tag string, lim Limits) *warmCgroup {
 		got = l[len(l)-1]
 		s.spares[key] = l[:len(l)-1]
 	}
-	s.refillLocked(loc, tag, key, lim)
+	s.mu.Unlock()
+	// Renamed before the refill starts: both take the kernel's cgroup
+	// lock, and the refill's mkdir holds it for a while.
+	if got != nil {
+		got.rename(id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.refillLocked(loc, tag, key, lim)
+	}
 	return got
 }
 

@@ -54,7 +54,7 @@ func TestCgroupStock(t *testing.T) {
 	s, loc, tag := stockFor(t)
 	lim := Limits{MemoryBytes: 96 << 20, MaxProcs: 17}
 	other := Limits{MemoryBytes: 64 << 20, MaxProcs: 17}
-	if c := s.take(loc, tag, lim); c != nil {
+	if c := s.take(loc, tag, lim, "spare-"+tag+"-taken"); c != nil {
 		t.Fatal("an empty stock handed out a cgroup")
 	}
 	s.work.Wait()
@@ -63,15 +63,18 @@ func TestCgroupStock(t *testing.T) {
 	}
 	seen := map[*warmCgroup]bool{}
 	for i := 0; i < 2*stockDepth; i++ {
-		c := s.take(loc, tag, lim)
+		c := s.take(loc, tag, lim, "spare-"+tag+"-taken")
 		if c == nil {
 			s.work.Wait() // refilled in the background
-			if c = s.take(loc, tag, lim); c == nil {
+			if c = s.take(loc, tag, lim, "spare-"+tag+"-taken"); c == nil {
 				t.Fatal("no spare after the refill")
 			}
 		}
 		if seen[c] {
 			t.Fatal("a spare was handed out twice")
+		}
+		if d := c.cg.pidsDir; c.cg.mode == "v1" && filepath.Base(d) != cgroupPrefix+"spare-"+tag+"-taken" { // v2 cannot rename
+			t.Errorf("handed out as %s, not named for its run", d)
 		}
 		seen[c] = true
 		memLimit, pidsLimit := "memory.limit_in_bytes", "pids.max"
@@ -102,11 +105,11 @@ func TestCgroupStock(t *testing.T) {
 		}
 	}
 	// Other limits: no spare of lim fits; one with other's is made next.
-	if c := s.take(loc, tag, other); c != nil {
+	if c := s.take(loc, tag, other, "spare-"+tag+"-taken"); c != nil {
 		t.Fatal("a spare with other limits was handed out")
 	}
 	s.work.Wait()
-	c := s.take(loc, tag, other)
+	c := s.take(loc, tag, other, "spare-"+tag+"-taken")
 	if c == nil {
 		t.Fatal("no spare with the other limits")
 	}
@@ -121,7 +124,7 @@ func TestCgroupStock(t *testing.T) {
 func TestCgroupStockClose(t *testing.T) {
 	s, loc, tag := stockFor(t)
 	for i := int64(0); i < stockKeys+2; i++ { // beyond stockKeys: the oldest lose theirs
-		s.take(loc, tag, Limits{MemoryBytes: (64 + i) << 20, MaxProcs: 9})
+		s.take(loc, tag, Limits{MemoryBytes: (64 + i) << 20, MaxProcs: 9}, "spare-"+tag+"-taken")
 		s.work.Wait()
 	}
 	dirs := s.names()
@@ -136,7 +139,7 @@ func TestCgroupStockClose(t *testing.T) {
 			t.Errorf("spare %s after Close: %v", d, err)
 		}
 	}
-	if c := s.take(loc, tag, Limits{MemoryBytes: 64 << 20, MaxProcs: 9}); c != nil {
+	if c := s.take(loc, tag, Limits{MemoryBytes: 64 << 20, MaxProcs: 9}, "spare-"+tag+"-taken"); c != nil {
 		t.Error("a closed stock handed out a cgroup")
 	}
 	s.work.Wait()
@@ -151,9 +154,9 @@ func TestCgroupStockClose(t *testing.T) {
 func TestWarmCgroupEvidence(t *testing.T) {
 	needPython(t)
 	s, loc, tag := stockFor(t)
-	s.take(loc, tag, Limits{MemoryBytes: 256 << 20, MaxProcs: 32})
+	s.take(loc, tag, Limits{MemoryBytes: 256 << 20, MaxProcs: 32}, "spare-"+tag+"-taken")
 	s.work.Wait()
-	c := s.take(loc, tag, Limits{MemoryBytes: 256 << 20, MaxProcs: 32})
+	c := s.take(loc, tag, Limits{MemoryBytes: 256 << 20, MaxProcs: 32}, "spare-"+tag+"-taken")
 	if c == nil {
 		t.Fatal("no spare")
 	}
@@ -162,7 +165,7 @@ func TestWarmCgroupEvidence(t *testing.T) {
 	old := []string{c.cg.memDir, c.cg.pidsDir, c.cg.dir}
 	c.rename(id)
 	for _, d := range old {
-		if _, err := os.Stat(d); d != "" && !os.IsNotExist(err) {
+		if _, err := os.Stat(d); d != "" && c.cg.mode == "v1" && !os.IsNotExist(err) {
 			t.Errorf("%s still there after the rename: %v", d, err)
 		}
 	}
@@ -172,7 +175,7 @@ func TestWarmCgroupEvidence(t *testing.T) {
 		if d == "" {
 			continue
 		}
-		if filepath.Base(d) != cgroupPrefix+id {
+		if filepath.Base(d) != cgroupPrefix+id && c.cg.mode == "v1" {
 			t.Errorf("renamed to %s, want %s", d, cgroupPrefix+id)
 		}
 		if _, err := os.Stat(d); err != nil {

@@ -99,10 +99,12 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
-		cg := h.stock.take(loc, h.SpareTag, lim)
-		if cg != nil {
-			cg.rename(spec.RunID) // named like the run's own, as when made for it
-		} else if cg, err = newWarmCgroup(loc, spec.RunID, lim); err != nil {
+		// A spare is named like the run's own, as one made for it.
+		cg := h.stock.take(loc, h.SpareTag, lim, spec.RunID)
+		if cg == nil {
+			cg, err = newWarmCgroup(loc, spec.RunID, lim)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 		w.cg = cg
