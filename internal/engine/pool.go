@@ -220,7 +220,7 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 	var box *sandbox.WarmRun
 	if p.sandbox != nil {
 		var err error
-		if box, err = w.confine.Prepare(*p.sandbox, z.report, int(z.pid.Load())); err != nil {
+		if box, err = w.confine.Prepare(*p.sandbox, z.report, int(z.pid.Load()), p.dedicated); err != nil {
 			// The cold start that follows reports (or fails on) the cause.
 			w.release(z)
 			return w.cold("warm confinement could not be prepared")

@@ -25,7 +25,11 @@ import (
 // handed out twice), so what it tells after the run (peak memory, peak
 // processes, OOM kills, process cap hits) is that run's alone. The files
 // that evidence is read from are opened with it, so a finished run's
-// evidence costs one read per file.
+// evidence costs one read per file. A spare keeps its name (it names the
+// server) through an ordinary run, which is over in moments; a
+// long-lived run's (a session's) is renamed for it, as one made for it
+// would be named, where cgroup v1 can rename (a rename costs a tenth of a
+// millisecond: the kernel's cgroup lock).
 
 // warmCgroup is a cgroup ready for a warm run: limits written, the files
 // the fork joins it by and the files its evidence is read from open.
@@ -141,9 +145,9 @@ type cgroupStock struct {
 	work    sync.WaitGroup // fills and removals in flight
 }
 
-// take hands out a spare cgroup with limits lim, renamed for run id (nil
-// when there is none), and has the stock for lim refilled in the
-// background. tag names the spares (see Warm.SpareTag).
+// take hands out a spare cgroup with limits lim (nil when there is none),
+// renamed for run id unless id is empty, and has the stock for lim
+// refilled in the background. tag names the spares (see Warm.SpareTag).
 func (s *cgroupStock) take(loc cgroupLoc, tag string, lim Limits, id string) *warmCgroup {
 	key := stockKey{lim.MemoryBytes, lim.MaxProcs}
 	s.mu.Lock()
@@ -159,7 +163,7 @@ func (s *cgroupStock) take(loc cgroupLoc, tag string, lim Limits, id string) *wa
 	s.mu.Unlock()
 	// Renamed before the refill starts: both take the kernel's cgroup
 	// lock, and the refill's mkdir holds it for a while.
-	if got != nil {
+	if got != nil && id != "" {
 		got.rename(id)
 	}
 	s.mu.Lock()

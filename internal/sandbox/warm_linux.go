@@ -85,8 +85,10 @@ type WarmRun struct {
 // mechanisms are the run's too; zygotePID is its pid, through which the
 // ruleset reaches what its mount namespace mounts privately (/dev/shm). An
 // error means the run cannot be confined warm (it should start cold, which
-// reports the reason as usual).
-func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error) {
+// reports the reason as usual). A longLived run's (a session's) cgroup is
+// named for it (pyexec-RUNID) even when it was made ahead; an ordinary
+// run's may keep a spare's name.
+func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int, longLived bool) (*WarmRun, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,8 +101,11 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
-		// A spare is named like the run's own, as one made for it.
-		cg := h.stock.take(loc, h.SpareTag, lim, spec.RunID)
+		name := ""
+		if longLived {
+			name = spec.RunID
+		}
+		cg := h.stock.take(loc, h.SpareTag, lim, name)
 		if cg == nil {
 			cg, err = newWarmCgroup(loc, spec.RunID, lim)
 		}
