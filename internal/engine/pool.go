@@ -153,8 +153,9 @@ func newWarmPool(e *Engine) *warmPool {
 	}
 	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
-	// Spare cgroups are named like the runs' (see sandbox.go): unique to
-	// this state dir among servers sharing a parent cgroup.
+	// Spare cgroups carry a checksum of the runs' temp root, as run ids
+	// carry one of their temp dir (sandbox.go): unique among the servers
+	// sharing a parent cgroup.
 	w.confine.SpareTag = fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmpRoot(e.cfg.StateDir))))
 	w.bg.Add(1)
 	go w.janitor()
@@ -479,7 +480,12 @@ func (w *warmPool) addLocked(key string, p *prepared) *zygote {
 		return nil
 	}
 	if p.sandbox != nil {
-		w.confine.Ahead(p.sandbox.Limits) // its first run's cgroup
+		// Its first run's cgroup, made off the lock (close waits for it).
+		w.bg.Add(1)
+		go func(lim sandbox.Limits) {
+			defer w.bg.Done()
+			w.confine.Ahead(lim)
+		}(p.sandbox.Limits)
 	}
 	w.zs[key] = append(w.zs[key], z)
 	delete(w.failedAt, key)
