@@ -56,12 +56,13 @@ type systemKey struct {
 	hidden string // s.Hidden, NUL-joined
 	runAs  bool
 	uid    uint32
+	gid    uint32 // a shadow file's group may read it: CheckAccess looks at both
 }
 
 func systemKeyOf(s *Spec) systemKey {
 	k := systemKey{policy: s.Policy, hidden: strings.Join(s.Hidden, "\x00")}
 	if s.RunAs != nil {
-		k.runAs, k.uid = true, s.RunAs.UID
+		k.runAs, k.uid, k.gid = true, s.RunAs.UID, s.RunAs.GID
 	}
 	if k.policy == "" {
 		k.policy = DefaultPolicy

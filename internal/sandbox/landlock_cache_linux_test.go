@@ -251,3 +251,26 @@ func TestSystemPartNestedHidden(t *testing.T) {
 		t.Error("a change beside the other hidden tree kept the system part")
 	}
 }
+
+// Runs whose system parts may differ do not share one.
+func TestSystemKey(t *testing.T) {
+	base := Spec{Settings: Settings{Policy: PolicyWorkspace}, Hidden: []string{"/a"}, RunAs: &Credential{UID: 65534, GID: 65534}}
+	same := base
+	same.Workspace, same.TmpDir, same.ReadOnly = "/elsewhere", "/tmp/run-2", []string{"/py"}
+	if systemKeyOf(&base) != systemKeyOf(&same) {
+		t.Error("the run's own paths changed the key")
+	}
+	for name, edit := range map[string]func(*Spec){
+		"policy": func(s *Spec) { s.Policy = PolicyStrict },
+		"hidden": func(s *Spec) { s.Hidden = []string{"/a", "/b"} },
+		"uid":    func(s *Spec) { s.RunAs = &Credential{UID: 1000, GID: 65534} },
+		"gid":    func(s *Spec) { s.RunAs = &Credential{UID: 65534, GID: 42} },
+		"root":   func(s *Spec) { s.RunAs = nil },
+	} {
+		other := base
+		edit(&other)
+		if systemKeyOf(&base) == systemKeyOf(&other) {
+			t.Errorf("%s: same key", name)
+		}
+	}
+}
