@@ -189,7 +189,7 @@ func assertNothingLeft(t *testing.T, eng *Engine, ws, state string, kept ...stri
 // cgroup, which is ours). Other test packages running at the same time use
 // the same parent, so a cgroup counts only if its run id, "run-N-<crc32 of
 // the run's tmp dir>", points into this state dir, or if it is one of the
-// state dir's spares, "spare-<crc32 of the state's tmp dir>-PID-N".
+// state dir's spares, "spare-<crc32 of the state's tmp dir>-PIDNS-PID-N".
 func tmpsOfCgroups(state string) []string {
 	raw, _ := os.ReadFile("/proc/self/cgroup")
 	var out []string
@@ -269,7 +269,7 @@ func TestLeftoverCgroupCheckSeesOwnRuns(t *testing.T) {
 		if got := tmpsOfCgroups(t.TempDir()); len(got) != 0 {
 			t.Fatalf("another state dir's check found %v", got)
 		}
-		spare := filepath.Join(filepath.Dir(dir), fmt.Sprintf("pyexec-spare-%08x-%d-1", crc32.ChecksumIEEE([]byte(filepath.Join(state, "tmp"))), os.Getpid()))
+		spare := filepath.Join(filepath.Dir(dir), fmt.Sprintf("pyexec-spare-%08x-1-%d-1", crc32.ChecksumIEEE([]byte(filepath.Join(state, "tmp"))), os.Getpid()))
 		if err := os.Mkdir(spare, 0o755); err != nil {
 			t.Fatal(err)
 		}

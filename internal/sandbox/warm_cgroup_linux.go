@@ -142,6 +142,7 @@ type cgroupStock struct {
 	filling map[stockKey]int
 	closed  bool
 	seq     uint64
+	pidns   uint64         // this process's PID namespace, in the spares' names
 	work    sync.WaitGroup // fills and removals in flight
 }
 
@@ -192,10 +193,13 @@ func (s *cgroupStock) refillLocked(loc cgroupLoc, tag string, key stockKey, lim 
 		return
 	}
 	s.filling[key] += need
+	if s.pidns == 0 {
+		s.pidns = ownPidNS()
+	}
 	ids := make([]string, need)
 	for i := range ids {
 		s.seq++
-		ids[i] = spareID(tag, os.Getpid(), s.seq)
+		ids[i] = spareID(tag, s.pidns, os.Getpid(), s.seq)
 	}
 	s.work.Add(1)
 	go func() {
@@ -224,30 +228,48 @@ func (s *cgroupStock) refillLocked(loc cgroupLoc, tag string, key stockKey, lim 
 	}()
 }
 
-// spareID names a spare cgroup: by the server's tag, its pid (a spare
-// whose server is gone is removed by the next: sweepSpares) and a number.
-func spareID(tag string, pid int, n uint64) string {
-	return "spare-" + tag + "-" + strconv.Itoa(pid) + "-" + strconv.FormatUint(n, 10)
+// spareID names a spare cgroup: by the server's tag, its PID namespace and
+// pid (a spare whose server is gone is removed by the next server:
+// sweepSpares) and a number.
+func spareID(tag string, pidns uint64, pid int, n uint64) string {
+	return "spare-" + tag + "-" + strconv.FormatUint(pidns, 10) + "-" + strconv.Itoa(pid) + "-" + strconv.FormatUint(n, 10)
 }
 
-// sweepSpares removes the spare cgroups a server with this tag left when
-// it was killed (its pid is gone). Only an empty cgroup can be removed,
-// and a spare is empty until it is handed out.
-func sweepSpares(loc cgroupLoc, tag string) {
-	prefix := cgroupPrefix + "spare-" + tag + "-"
+// ownPidNS is the inode of this process's PID namespace (0 if unknown).
+func ownPidNS() uint64 {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// sweepSpares removes the spare cgroups under loc that a server killed
+// before its Close left behind: any server's, when its pid is gone from
+// this PID namespace, which must be the one it named (a pid of another
+// namespace says nothing here). Only an empty cgroup can be removed, and a
+// spare is empty until it is handed out.
+func sweepSpares(loc cgroupLoc) {
+	ns := ownPidNS()
+	if ns == 0 {
+		return
+	}
 	for _, parent := range uniq(loc.mem, loc.pids) {
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			continue
 		}
 		for _, e := range ents {
-			rest, ok := strings.CutPrefix(e.Name(), prefix)
-			if !ok || !e.IsDir() {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), cgroupPrefix+"spare-") {
 				continue
 			}
-			pidText, _, _ := strings.Cut(rest, "-")
-			pid, err := strconv.Atoi(pidText)
-			if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+			f := strings.Split(e.Name(), "-")
+			if len(f) < 5 {
+				continue
+			}
+			pidns, err1 := strconv.ParseUint(f[len(f)-3], 10, 64)
+			pid, err2 := strconv.Atoi(f[len(f)-2])
+			if err1 != nil || err2 != nil || pidns != ns || pid <= 0 || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
 				continue
 			}
 			_ = unix.Rmdir(filepath.Join(parent, e.Name()))

@@ -208,21 +208,30 @@ func TestWarmCgroupEvidence(t *testing.T) {
 	}
 }
 
-// The spares a killed server left are removed by the next server with the
-// same tag; those of a live one (or of this process) are not.
+// The spares a killed server left are removed by the next server, whatever
+// its tag; those of a live one (or of this process), and those named in
+// another PID namespace, are not.
 func TestSweepSpares(t *testing.T) {
 	_, loc, tag := stockFor(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Skip(err)
 	}
+	ns := ownPidNS()
+	if ns == 0 {
+		t.Skip("no /proc/self/ns/pid")
+	}
 	cases := []struct {
+		tag  string
+		ns   uint64
 		pid  int
 		gone bool
 	}{
-		{dead.Process.Pid, true},
-		{1, false},
-		{os.Getpid(), false},
+		{tag, ns, dead.Process.Pid, true},
+		{tag + "-other-server", ns, dead.Process.Pid, true},
+		{tag, ns, 1, false},
+		{tag, ns, os.Getpid(), false},
+		{tag, ns + 1, dead.Process.Pid, false},
 	}
 	var made []string
 	t.Cleanup(func() {
@@ -232,19 +241,19 @@ func TestSweepSpares(t *testing.T) {
 	})
 	for _, tc := range cases {
 		for _, parent := range uniq(loc.mem, loc.pids) {
-			d := filepath.Join(parent, cgroupPrefix+spareID(tag, tc.pid, 1))
+			d := filepath.Join(parent, cgroupPrefix+spareID(tc.tag, tc.ns, tc.pid, 1))
 			if err := os.Mkdir(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			made = append(made, d)
 		}
 	}
-	sweepSpares(loc, tag)
+	sweepSpares(loc)
 	for i, tc := range cases {
 		for _, parent := range uniq(loc.mem, loc.pids) {
-			_, err := os.Stat(filepath.Join(parent, cgroupPrefix+spareID(tag, tc.pid, 1)))
+			_, err := os.Stat(filepath.Join(parent, cgroupPrefix+spareID(tc.tag, tc.ns, tc.pid, 1)))
 			if gone := os.IsNotExist(err); gone != tc.gone {
-				t.Errorf("case %d (pid %d) under %s: removed %v, want %v", i, tc.pid, parent, gone, tc.gone)
+				t.Errorf("case %d (%+v) under %s: removed %v, want %v", i, tc, parent, gone, tc.gone)
 			}
 		}
 	}

@@ -42,9 +42,10 @@ import (
 // holds spare cgroups and open descriptors.
 type Warm struct {
 	// SpareTag names this server's spare cgroups
-	// ("pyexec-spare-TAG-PID-N"), so that servers sharing a parent cgroup
-	// (and their leftover checks) tell theirs apart; spares a killed server
-	// with the same tag left are removed when the first is made.
+	// ("pyexec-spare-TAG-PIDNS-PID-N"), so that servers sharing a parent
+	// cgroup (and their leftover checks) tell theirs apart. Spares a server
+	// killed before its Close left are removed by the next server that
+	// makes cgroups there (sweepSpares).
 	SpareTag string
 
 	once   sync.Once
@@ -59,8 +60,8 @@ type cgroupLoc struct{ mode, mem, pids string }
 func (h *Warm) location() (cgroupLoc, error) {
 	h.once.Do(func() {
 		h.loc.mode, h.loc.mem, h.loc.pids, h.locErr = cgroupLocation()
-		if h.locErr == nil && h.SpareTag != "" {
-			sweepSpares(h.loc, h.SpareTag)
+		if h.locErr == nil {
+			sweepSpares(h.loc)
 		}
 	})
 	return h.loc, h.locErr
