@@ -170,7 +170,14 @@ func assertNothingLeft(t *testing.T, eng *Engine, ws, state string, kept ...stri
 	if len(tmps) > 0 {
 		t.Errorf("run temp dirs left: %v", tmps)
 	}
+	var spares []string
+	if eng.warm != nil {
+		spares = eng.warm.confine.Spares() // fresh, for the next runs; Close removes them
+	}
 	for _, ent := range tmpsOfCgroups(state) {
+		if slices.Contains(spares, ent) {
+			continue
+		}
 		if !slices.ContainsFunc(kept, func(tmp string) bool { return strings.HasPrefix(filepath.Base(ent), "pyexec-"+filepath.Base(tmp)+"-") }) {
 			t.Errorf("run cgroup left: %s", ent)
 		}
@@ -181,7 +188,8 @@ func assertNothingLeft(t *testing.T, eng *Engine, ws, state string, kept ...stri
 // process's own memory cgroup (runs are created next to the launcher's
 // cgroup, which is ours). Other test packages running at the same time use
 // the same parent, so a cgroup counts only if its run id, "run-N-<crc32 of
-// the run's tmp dir>", points into this state dir.
+// the run's tmp dir>", points into this state dir, or if it is one of the
+// state dir's spares, "spare-<crc32 of the state's tmp dir>-PIDNS-PID-N".
 func tmpsOfCgroups(state string) []string {
 	raw, _ := os.ReadFile("/proc/self/cgroup")
 	var out []string
@@ -197,7 +205,8 @@ func tmpsOfCgroups(state string) []string {
 					continue
 				}
 				tmp := filepath.Join(state, "tmp", name[:i])
-				if fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmp))) == name[i+1:] {
+				spare := "spare-" + fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(filepath.Join(state, "tmp")))) + "-"
+				if fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmp))) == name[i+1:] || strings.HasPrefix(name, spare) {
 					out = append(out, filepath.Join(dir, e.Name()))
 				}
 			}
@@ -259,6 +268,14 @@ func TestLeftoverCgroupCheckSeesOwnRuns(t *testing.T) {
 		}
 		if got := tmpsOfCgroups(t.TempDir()); len(got) != 0 {
 			t.Fatalf("another state dir's check found %v", got)
+		}
+		spare := filepath.Join(filepath.Dir(dir), fmt.Sprintf("pyexec-spare-%08x-1-%d-1", crc32.ChecksumIEEE([]byte(filepath.Join(state, "tmp"))), os.Getpid()))
+		if err := os.Mkdir(spare, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(spare)
+		if got := tmpsOfCgroups(state); len(got) != 2 {
+			t.Fatalf("check found %v, want the cgroup and the spare", got)
 		}
 		return
 	}

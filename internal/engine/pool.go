@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -152,6 +154,10 @@ func newWarmPool(e *Engine) *warmPool {
 	}
 	w := &warmPool{e: e, cfg: cfg, zs: map[string][]*zygote{}, freed: make(chan struct{}), grants: map[string][]string{}, failedAt: map[string]time.Time{},
 		quit: make(chan struct{}), reasons: map[string]uint64{}, retiredBroken: map[string]uint64{}}
+	// Spare cgroups carry a checksum of the runs' temp root, as run ids
+	// carry one of their temp dir (sandbox.go): unique among the servers
+	// sharing a parent cgroup.
+	w.confine.SpareTag = fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(tmpRoot(e.cfg.StateDir))))
 	w.bg.Add(1)
 	go w.janitor()
 	// Warm the default interpreter right away: the first request should
@@ -216,7 +222,7 @@ func (w *warmPool) start(p *prepared, opts launcher.Options) *warmRun {
 	var box *sandbox.WarmRun
 	if p.sandbox != nil {
 		var err error
-		if box, err = w.confine.Prepare(*p.sandbox, z.report, int(z.pid.Load())); err != nil {
+		if box, err = w.confine.Prepare(*p.sandbox, z.report, int(z.pid.Load()), p.dedicated); err != nil {
 			// The cold start that follows reports (or fails on) the cause.
 			w.release(z)
 			return w.cold("warm confinement could not be prepared")
@@ -479,6 +485,14 @@ func (w *warmPool) addLocked(key string, p *prepared) *zygote {
 		w.failedAt[key] = time.Now()
 		return nil
 	}
+	if p.sandbox != nil {
+		// Its first run's cgroup, made off the lock (close waits for it).
+		w.bg.Add(1)
+		go func(lim sandbox.Limits) {
+			defer w.bg.Done()
+			w.confine.Ahead(lim)
+		}(p.sandbox.Limits)
+	}
 	w.zs[key] = append(w.zs[key], z)
 	delete(w.failedAt, key)
 	w.bg.Add(1)
@@ -601,4 +615,5 @@ func (w *warmPool) close() {
 		z.proc.Terminate()
 	}
 	w.bg.Wait() // includes every zygote's exit
+	_ = w.confine.Close()
 }

@@ -384,7 +384,7 @@ func TestWarmZygoteDeath(t *testing.T) {
 
 // Close leaves no process behind: not the zygote, not its spare runs (all
 // of them carry the driver's path, under this engine's state dir, in their
-// command line).
+// command line), and no cgroup: not the runs', not the spares made ahead.
 func TestWarmCloseLeavesNothing(t *testing.T) {
 	e, _ := warmEngine(t, WarmConfig{Spares: 3})
 	mustRun(t, e, Request{Code: "print(1)"})
@@ -392,9 +392,28 @@ func TestWarmCloseLeavesNothing(t *testing.T) {
 	if n := len(processesWith(driver)); n < 1 {
 		t.Fatalf("want the zygote (and spares) running, found %d processes", n)
 	}
+	if os.Geteuid() == 0 {
+		// The next runs' cgroups are made ahead (their first run's at the
+		// zygote's start): there are spares to remove.
+		spares := e.warm.confine.Spares()
+		if len(spares) == 0 {
+			t.Error("no spare cgroups made ahead")
+		}
+		for _, d := range spares {
+			if _, err := os.Stat(d); err != nil {
+				t.Errorf("spare cgroup: %v", err)
+			}
+		}
+	}
 	e.Close()
 	if pids := processesWith(driver); len(pids) > 0 {
 		t.Errorf("processes survived Close: %v", pids)
+	}
+	if left := tmpsOfCgroups(e.cfg.StateDir); len(left) > 0 {
+		t.Errorf("cgroups survived Close: %v", left)
+	}
+	if spares := e.warm.confine.Spares(); len(spares) > 0 {
+		t.Errorf("spares survived Close: %v", spares)
 	}
 	if res := mustRun(t, e, Request{Code: "print('cold after close')"}); strings.TrimSpace(res.Stdout) != "cold after close" {
 		t.Errorf("run after Close: %+v", res)

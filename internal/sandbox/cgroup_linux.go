@@ -33,7 +33,6 @@ const cgroupPrefix = "pyexec-"
 type cgroupStats struct {
 	PeakMemoryBytes int64
 	OOMKills        int64
-	MemoryFailcnt   int64
 	PidsMaxHits     int64
 	PeakPids        int64
 }
@@ -356,8 +355,7 @@ func readInt(dir, name string) int64 {
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
+	return parseInt(b)
 }
 
 // readKeyed reads "key value" lines (memory.oom_control, pids.events, ...).
@@ -366,6 +364,15 @@ func readKeyed(dir, name, key string) int64 {
 	if err != nil {
 		return 0
 	}
+	return parseKeyed(b, key)
+}
+
+func parseInt(b []byte) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+func parseKeyed(b []byte, key string) int64 {
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 2 && f[0] == key {
@@ -376,22 +383,41 @@ func readKeyed(dir, name, key string) int64 {
 	return 0
 }
 
-func (c *cgroup) stats() cgroupStats {
-	var s cgroupStats
-	if c.mode == "v1" {
-		s.PeakMemoryBytes = readInt(c.memDir, "memory.max_usage_in_bytes")
-		s.OOMKills = readKeyed(c.memDir, "memory.oom_control", "oom_kill")
-		s.MemoryFailcnt = readInt(c.memDir, "memory.failcnt")
-		s.PidsMaxHits = readKeyed(c.pidsDir, "pids.events", "max")
-		s.PeakPids = readInt(c.pidsDir, "pids.peak")
-		return s
+// evidenceFiles are the files a finished run's cgroup is read from, by
+// mode, as {directory (memory or pids, for v1), name}: peak memory, OOM
+// kills, process cap hits, peak processes.
+var evidenceFiles = map[string][4][2]string{
+	"v1": {{"mem", "memory.max_usage_in_bytes"}, {"mem", "memory.oom_control"}, {"pids", "pids.events"}, {"pids", "pids.peak"}},
+	"v2": {{"", "memory.peak"}, {"", "memory.events"}, {"", "pids.events"}, {"", "pids.peak"}},
+}
+
+// evidencePath is where one of evidenceFiles is.
+func (c *cgroup) evidencePath(f [2]string) string {
+	switch f[0] {
+	case "mem":
+		return filepath.Join(c.memDir, f[1])
+	case "pids":
+		return filepath.Join(c.pidsDir, f[1])
 	}
-	s.PeakMemoryBytes = readInt(c.dir, "memory.peak")
-	s.OOMKills = readKeyed(c.dir, "memory.events", "oom_kill")
-	s.MemoryFailcnt = readKeyed(c.dir, "memory.events", "max")
-	s.PidsMaxHits = readKeyed(c.dir, "pids.events", "max")
-	s.PeakPids = readInt(c.dir, "pids.peak")
-	return s
+	return filepath.Join(c.dir, f[1])
+}
+
+// parseStats makes cgroupStats of evidenceFiles' contents.
+func parseStats(b [4][]byte) cgroupStats {
+	return cgroupStats{
+		PeakMemoryBytes: parseInt(b[0]),
+		OOMKills:        parseKeyed(b[1], "oom_kill"),
+		PidsMaxHits:     parseKeyed(b[2], "max"),
+		PeakPids:        parseInt(b[3]),
+	}
+}
+
+func (c *cgroup) stats() cgroupStats {
+	var b [4][]byte
+	for i, f := range evidenceFiles[c.mode] {
+		b[i], _ = os.ReadFile(c.evidencePath(f))
+	}
+	return parseStats(b)
 }
 
 // remove kills what is left and removes the run's cgroup directories.

@@ -110,38 +110,88 @@ type landlockPlan struct {
 // hidden by a mount. (The launcher opens the rule paths inside the run's
 // namespace itself and passes no nsRoot.)
 func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*landlockPlan, error) {
-	pre := landlockPreset(abi)
-	p := &landlockPlan{cfg: landlock.Config{HandledAccessFS: pre.HandledAccessFS, Scoped: pre.Scoped}}
-	if denyTCP {
-		p.cfg.HandledAccessNet = pre.HandledAccessNet
+	sys, _, err := systemReadOnly(s)
+	if err != nil {
+		return nil, err
 	}
-	var ro []string
+	runRO, rw, err := runGrants(s, privateShm)
+	if err != nil {
+		return nil, err
+	}
+	ro := append(sys, runRO...)
+	if nsRoot != "" {
+		for _, list := range [][]string{ro, rw} {
+			for i, p := range list {
+				if nsMounted(p) {
+					list[i] = nsRoot + p
+				}
+			}
+		}
+	}
+	p := &landlockPlan{cfg: landlockConfig(abi, denyTCP)}
+	p.rules = landlockRules(abi, ro, rw)
+	p.desc = landlockDesc(abi, rw, len(ro), denyTCP)
+	return p, nil
+}
+
+// landlockConfig is the ruleset's handled access on a kernel with the
+// given ABI (denyTCP: TCP bind/connect too).
+func landlockConfig(abi int, denyTCP bool) landlock.Config {
+	pre := landlockPreset(abi)
+	c := landlock.Config{HandledAccessFS: pre.HandledAccessFS, Scoped: pre.Scoped}
+	if denyTCP {
+		c.HandledAccessNet = pre.HandledAccessNet
+	}
+	return c
+}
+
+func landlockDesc(abi int, rw []string, nro int, denyTCP bool) []string {
+	desc := []string{fmt.Sprintf("landlock abi %d: rw %v; ro %d paths", abi, rw, nro)}
+	if denyTCP {
+		desc = append(desc, "landlock: all TCP connect/bind denied")
+	}
+	return desc
+}
+
+// systemReadOnly is what a run may read of the system: for strict, the
+// system paths CPython needs; otherwise everything but the hidden trees
+// (alwaysHidden and s.Hidden). It depends on the policy, the hidden trees
+// and the run-as user only (and on the filesystem), never on the run's
+// own paths. checked lists the hidden candidates whose permissions decided
+// whether they are hidden.
+func systemReadOnly(s *Spec) (ro, checked []string, err error) {
 	if s.Policy == PolicyStrict {
-		ro = append(ro, strictSystemRO...)
-		ro = append(ro, roDevicesStrict...)
-	} else {
-		var hidden []string
-		for _, h := range append(append([]string{}, alwaysHidden...), s.Hidden...) {
-			if h != "/tmp" && slices.Contains(alwaysHidden, h) && s.RunAs != nil && s.RunAs.UID != 0 &&
-				CheckAccess(s.RunAs, h, AccessRead) != nil {
+		return append(slices.Clone(strictSystemRO), roDevicesStrict...), nil, nil
+	}
+	hidden, checked := hiddenTrees(s)
+	ro, err = readableExcept("/", hidden)
+	return ro, checked, err
+}
+
+// hiddenTrees are the trees a workspace-policy run may not read, resolved.
+func hiddenTrees(s *Spec) (hidden, checked []string) {
+	for _, h := range append(append([]string{}, alwaysHidden...), s.Hidden...) {
+		if h != "/tmp" && slices.Contains(alwaysHidden, h) && s.RunAs != nil && s.RunAs.UID != 0 {
+			checked = append(checked, h)
+			if CheckAccess(s.RunAs, h, AccessRead) != nil {
 				// A shadow file the run-as user cannot read anyway: hiding it
 				// would split the grant of /etc into a rule per entry
 				// (156 rules instead of 24 here), for nothing.
 				continue
 			}
-			if real, err := filepath.EvalSymlinks(h); err == nil {
-				h = real
-			}
-			hidden = append(hidden, filepath.Clean(h))
 		}
-		grants, err := readableExcept("/", hidden)
-		if err != nil {
-			return nil, err
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			h = real
 		}
-		ro = append(ro, grants...)
+		hidden = append(hidden, filepath.Clean(h))
 	}
-	ro = append(ro, s.readOnlyPaths()...)
-	rw := []string{}
+	return hidden, checked
+}
+
+// runGrants are the run's own paths: what it may read besides the system
+// (its interpreter, code, read-only workspace) and what it may write.
+func runGrants(s *Spec, privateShm bool) (ro, rw []string, err error) {
+	ro = slices.Clone(s.readOnlyPaths())
 	for _, d := range append([]string{s.writableWorkspace(), s.TmpDir}, s.ReadWrite...) {
 		if d != "" {
 			rw = append(rw, d)
@@ -152,15 +202,6 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*l
 		// it is the host's, shared with other runs, strict leaves it out.
 		rw = append(rw, "/dev/shm")
 	}
-	if nsRoot != "" {
-		for _, list := range [][]string{ro, rw} {
-			for i, p := range list {
-				if nsMounted(p) {
-					list[i] = nsRoot + p
-				}
-			}
-		}
-	}
 	// Landlock opens rule paths itself; a missing optional system path is
 	// fine, but a missing workspace/tmp/read-only path is a spec error.
 	for _, d := range append(append([]string{s.Workspace, s.TmpDir}, s.ReadOnly...), s.ReadWrite...) {
@@ -168,17 +209,23 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*l
 			continue
 		}
 		if _, err := os.Stat(d); err != nil {
-			return nil, fmt.Errorf("sandbox path: %w", err)
+			return nil, nil, fmt.Errorf("sandbox path: %w", err)
 		}
 	}
+	return ro, rw, nil
+}
+
+// landlockRules are the rules granting ro and rw (missing paths ignored).
+func landlockRules(abi int, ro, rw []string) []landlock.Rule {
+	var rules []landlock.Rule
 	// Split: directories get directory rights, files get file rights.
 	roDirs, roFiles := splitDirs(ro)
 	rwDirs, rwFiles := splitDirs(rw)
 	if len(roDirs) > 0 {
-		p.rules = append(p.rules, landlock.RODirs(roDirs...).IgnoreIfMissing())
+		rules = append(rules, landlock.RODirs(roDirs...).IgnoreIfMissing())
 	}
 	if len(roFiles) > 0 {
-		p.rules = append(p.rules, landlock.ROFiles(roFiles...).IgnoreIfMissing())
+		rules = append(rules, landlock.ROFiles(roFiles...).IgnoreIfMissing())
 	}
 	if len(rwDirs) > 0 {
 		// Refer lets the run rename/link between its own writable dirs
@@ -187,15 +234,11 @@ func planLandlock(s *Spec, abi int, denyTCP, privateShm bool, nsRoot string) (*l
 		if abi >= 2 {
 			r = r.WithRefer()
 		}
-		p.rules = append(p.rules, r)
+		rules = append(rules, r)
 	}
 	rwFiles = append(rwFiles, rwDevices...)
-	p.rules = append(p.rules, landlock.RWFiles(rwFiles...).IgnoreIfMissing())
-	p.desc = append(p.desc, fmt.Sprintf("landlock abi %d: rw %v; ro %d paths", abi, rw, len(ro)))
-	if denyTCP {
-		p.desc = append(p.desc, "landlock: all TCP connect/bind denied")
-	}
-	return p, nil
+	rules = append(rules, landlock.RWFiles(rwFiles...).IgnoreIfMissing())
+	return rules
 }
 
 // nsMounted reports whether p is on a filesystem a run's mount namespace

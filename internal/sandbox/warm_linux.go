@@ -24,8 +24,10 @@ import (
 // idmapped workspace, private /dev/shm, nosuid mounts), the network, IPC and
 // PID namespaces with the warm interpreter's /proc, the empty capability
 // bounding set, no_new_privs, the seccomp filter and the rlimits. What a cold run gets per run, a warm run gets from WarmRun: the
-// server creates the run's cgroup and its Landlock ruleset (the same plan a
-// cold run's launcher computes) and hands the fork open descriptors; the
+// server gives the run its cgroup (made ahead, see warm_cgroup_linux.go)
+// and its Landlock ruleset (the same plan a cold run's launcher computes,
+// its system part kept between runs, see landlock_cache_linux.go) and
+// hands the fork open descriptors; the
 // fork joins the cgroup by writing "0" to them (the kernel checks the
 // opener's credentials, so an unprivileged fork can) and stacks the ruleset
 // as a second Landlock layer with landlock_restrict_self before the run's
@@ -35,10 +37,22 @@ import (
 // Warm prepares warm runs for one server: it keeps what does not change
 // between runs (where cgroups are created) so that a run pays only for what
 // is its own.
+//
+// A Warm must be closed (Close) once its server takes no more runs: it
+// holds spare cgroups and open descriptors.
 type Warm struct {
+	// SpareTag names this server's spare cgroups
+	// ("pyexec-spare-TAG-PIDNS-PID-N"), so that servers sharing a parent
+	// cgroup (and their leftover checks) tell theirs apart. Spares a server
+	// killed before its Close left are removed by the next server that
+	// makes cgroups there (sweepSpares).
+	SpareTag string
+
 	once   sync.Once
 	loc    cgroupLoc
 	locErr error
+	stock  cgroupStock
+	system systemParts // the system part of the runs' Landlock rulesets
 }
 
 type cgroupLoc struct{ mode, mem, pids string }
@@ -46,6 +60,9 @@ type cgroupLoc struct{ mode, mem, pids string }
 func (h *Warm) location() (cgroupLoc, error) {
 	h.once.Do(func() {
 		h.loc.mode, h.loc.mem, h.loc.pids, h.locErr = cgroupLocation()
+		if h.locErr == nil {
+			sweepSpares(h.loc)
+		}
 	})
 	return h.loc, h.locErr
 }
@@ -56,21 +73,23 @@ func (h *Warm) location() (cgroupLoc, error) {
 type WarmRun struct {
 	spec    Spec
 	zygote  Report
-	cg      *cgroup
-	join    []*os.File // cgroup files the fork writes "0" to
-	ruleset *os.File   // Landlock ruleset the fork restricts itself with
+	cg      *warmCgroup
+	ruleset *os.File // Landlock ruleset the fork restricts itself with
 	flags   uint32
 	applied []string
 }
 
-// Prepare creates the run's cgroup (memory and process caps, peak
-// memory, kill-all) and its Landlock ruleset, and gives its tmp dir to the
+// Prepare gives the run its cgroup (memory and process caps, peak
+// memory, kill-all: a spare made ahead with the run's limits, or one made
+// now) and its Landlock ruleset, and gives its tmp dir to the
 // run-as user. zygote is the warm interpreter's own started report: its
 // mechanisms are the run's too; zygotePID is its pid, through which the
 // ruleset reaches what its mount namespace mounts privately (/dev/shm). An
 // error means the run cannot be confined warm (it should start cold, which
-// reports the reason as usual).
-func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error) {
+// reports the reason as usual). A longLived run's (a session's) cgroup is
+// named for it (pyexec-RUNID) even when it was made ahead; an ordinary
+// run's may keep a spare's name.
+func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int, longLived bool) (*WarmRun, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,24 +102,19 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
-		cg, err := newCgroupAt(loc.mode, loc.mem, loc.pids, spec.RunID, lim)
+		name := ""
+		if longLived {
+			name = spec.RunID
+		}
+		cg := h.stock.take(loc, h.SpareTag, lim, name)
+		if cg == nil {
+			cg, err = newWarmCgroup(loc, spec.RunID, lim)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 		w.cg = cg
-		w.applied = append(w.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.mode, lim.MemoryBytes, lim.MaxProcs))
-		names := []string{filepath.Join(cg.memDir, "tasks"), filepath.Join(cg.pidsDir, "tasks")}
-		if cg.mode == "v2" {
-			names = []string{filepath.Join(cg.dir, "cgroup.procs")}
-		}
-		for _, n := range names {
-			f, err := os.OpenFile(n, os.O_WRONLY, 0)
-			if err != nil {
-				w.Close()
-				return nil, fmt.Errorf("sandbox: open %s: %w", n, err)
-			}
-			w.join = append(w.join, f)
-		}
+		w.applied = append(w.applied, fmt.Sprintf("cgroup %s (memory %d, pids %d)", cg.cg.mode, lim.MemoryBytes, lim.MaxProcs))
 	}
 	if confine {
 		abi, err := ll.LandlockGetABIVersion()
@@ -114,19 +128,14 @@ func (h *Warm) Prepare(spec Spec, zygote Report, zygotePID int) (*WarmRun, error
 			if zygote.PrivateShm || zygote.PrivateProc {
 				nsRoot = fmt.Sprintf("/proc/%d/root", zygotePID)
 			}
-			plan, err := planLandlock(&w.spec, abi, spec.Policy == PolicyStrict && abi >= 4, zygote.PrivateShm, nsRoot)
+			fd, flags, desc, err := h.system.ruleset(&w.spec, abi, spec.Policy == PolicyStrict && abi >= 4, zygote.PrivateShm, nsRoot)
 			if err != nil {
 				w.Close()
 				return nil, fmt.Errorf("sandbox: %w", err)
 			}
-			fd, flags, err := plan.cfg.NewRulesetFD(plan.rules...)
-			if err != nil {
-				w.Close()
-				return nil, fmt.Errorf("sandbox: landlock ruleset: %w", err)
-			}
 			if fd >= 0 {
 				w.ruleset, w.flags = os.NewFile(uintptr(fd), "landlock-ruleset"), flags
-				w.applied = append(w.applied, "landlock layer of the run: "+strings.Join(plan.desc, "; "))
+				w.applied = append(w.applied, "landlock layer of the run: "+strings.Join(desc, "; "))
 			}
 		}
 		if spec.TmpDir != "" && os.Geteuid() == 0 {
@@ -157,7 +166,12 @@ func zygoteSkippedCgroup(z Report) bool {
 
 // CgroupFiles are the files the fork writes "0" to, joining the run's
 // cgroup before anything else (none without a cgroup).
-func (w *WarmRun) CgroupFiles() []*os.File { return w.join }
+func (w *WarmRun) CgroupFiles() []*os.File {
+	if w.cg == nil {
+		return nil
+	}
+	return w.cg.join
+}
 
 // Ruleset is the run's Landlock ruleset and its landlock_restrict_self
 // flags (nil when there is no Landlock layer to add).
@@ -175,10 +189,9 @@ func (w *WarmRun) CPUSeconds() int64 {
 // ReleaseFiles closes the server's copies of the descriptors once the fork
 // holds its own.
 func (w *WarmRun) ReleaseFiles() {
-	for _, f := range w.join {
-		f.Close()
+	if w.cg != nil {
+		w.cg.releaseJoin()
 	}
-	w.join = nil
 	if w.ruleset != nil {
 		w.ruleset.Close()
 		w.ruleset = nil
@@ -215,10 +228,40 @@ func (w *WarmRun) Close() error {
 	if w.cg == nil {
 		return nil
 	}
-	w.cg.killAll()
-	err := w.cg.remove()
+	err := w.cg.close()
 	w.cg = nil
 	return err
+}
+
+// Ahead makes spare cgroups for runs with limits lim in the background (a
+// warm interpreter was started for such runs), so that the first of them
+// finds one too.
+func (h *Warm) Ahead(lim Limits) {
+	lim = lim.WithDefaults()
+	if lim.MemoryBytes <= 0 && lim.MaxProcs <= 0 {
+		return
+	}
+	loc, err := h.location()
+	if err != nil {
+		return
+	}
+	h.stock.mu.Lock()
+	defer h.stock.mu.Unlock()
+	if !h.stock.closed {
+		h.stock.refillLocked(loc, h.SpareTag, stockKey{lim.MemoryBytes, lim.MaxProcs}, lim)
+	}
+}
+
+// Spares lists the directories of the spare cgroups made ahead and not
+// handed out yet (none once closed).
+func (h *Warm) Spares() []string { return h.stock.names() }
+
+// Close removes the spare cgroups and closes what was kept of the
+// Landlock rulesets. Runs prepared after it get cgroups of
+// their own, made for them, as without spares.
+func (h *Warm) Close() error {
+	h.system.close()
+	return h.stock.close()
 }
 
 // Covers reports whether a warm interpreter confined by zygote can fork runs
