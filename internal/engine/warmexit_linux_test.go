@@ -26,7 +26,7 @@ for line in open('/proc/self/maps'):
 		code   string
 		stdout string
 		exit   int
-		early bool // reported by the exit watch, not after wait4
+		early  bool // reported by the exit watch, not after wait4
 	}{
 		{"exit of a large process", "b = b'x' * (300 << 20)\nprint('hi')\nraise SystemExit(3)", "hi\n", 3, true},
 		{"plain exit", "print('hi')\nraise SystemExit(3)", "hi\n", 3, true},
