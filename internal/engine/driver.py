@@ -799,7 +799,13 @@ def _child(os, signal, _socket, ctl, ctlsock, notify_w, sup, keep, libc, gated):
     for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
         signal.signal(s, signal.SIG_DFL)
     drop = [name for name in sys.modules if name not in keep]
-    _rehearse()
+    try:
+        ctlsock.recv(1, _socket.MSG_PEEK | _socket.MSG_DONTWAIT)
+        late = True  # a request waits already: its run takes the faults a rehearsal would
+    except OSError:
+        late = False
+    if not late:
+        _rehearse()
     # The zygote's environment goes now, before any request: the run gets
     # exactly the request's (see below).
     environb = os.environb
@@ -955,7 +961,8 @@ def _rehearse():
     """While waiting, walk the paths a run takes (compile, exec, print, the
     stdio constructors) so the pages they touch are faulted in and copied
     now rather than on the request's clock. Nothing of it is visible to the
-    run."""
+    run. (Skipped when a request is waiting already: a rehearsal then only
+    delays it.)"""
     import io
 
     try:
